@@ -1,0 +1,140 @@
+// Package spec defines the declarative description of a federation (the
+// operator's YAML), parses it with line numbers, validates it and applies the
+// numbering plan. It is pure: no I/O beyond the bytes it is given, no clock,
+// no randomness.
+package spec
+
+import "net/netip"
+
+// APIVersion and Kind identify a federation spec document.
+const (
+	APIVersion = "fednet/v1"
+	Kind       = "Federation"
+)
+
+// Defaults applied by Parse when a field is left out.
+var (
+	DefaultSupernet    = netip.MustParsePrefix("10.0.0.0/8")
+	DefaultTransit     = netip.MustParsePrefix("10.255.0.0/16")
+	DefaultListenPort  = 51820
+	DefaultUnderlayMTU = 1500
+	DefaultInterface   = "fed0"
+	// DefaultProviders gives the A octet of the numbering plan (10.A.B.0/24)
+	// per provider, after seed 000 §3.2.3.1. Spec field providers overrides or
+	// extends it.
+	DefaultProviders = map[string]int{"aws": 1, "azure": 2, "gcp": 3, "openstack": 4, "onprem": 5, "edge": 6}
+)
+
+// Federation is a whole spec document.
+type Federation struct {
+	APIVersion string `yaml:"apiVersion" json:"apiVersion"`
+	Kind       string `yaml:"kind" json:"kind"`
+	// Name of the federation.
+	Name    string  `yaml:"name" json:"name"`
+	Overlay Overlay `yaml:"overlay" json:"overlay"`
+	// Providers maps a provider name to the A octet of the numbering plan,
+	// overriding or extending DefaultProviders.
+	Providers map[string]int `yaml:"providers,omitempty" json:"providers,omitempty"`
+	Sites     []Site         `yaml:"sites" json:"sites"`
+	Networks  []Network      `yaml:"networks" json:"networks"`
+	Topology  Topology       `yaml:"topology" json:"topology"`
+	// Lab holds settings used only by `fednet lab`; agents ignore it.
+	Lab *Lab `yaml:"lab,omitempty" json:"lab,omitempty"`
+
+	// lines maps a field path (sites[1].gateways[0].endpoint) to its YAML
+	// line; filled by Parse, used by validation and Line.
+	lines map[string]int
+}
+
+// Overlay holds federation-wide addressing and tunnel settings.
+type Overlay struct {
+	// Supernet contains every site prefix (default 10.0.0.0/8).
+	Supernet netip.Prefix `yaml:"supernet" json:"supernet"`
+	// Transit is the prefix gateways take their tunnel addresses from
+	// (default 10.255.0.0/16); it must not overlap any site prefix.
+	Transit netip.Prefix `yaml:"transit" json:"transit"`
+	// ListenPort is the WireGuard UDP port of every gateway (default 51820).
+	ListenPort int `yaml:"listenPort" json:"listenPort"`
+	// UnderlayMTU is the MTU of the gateways' public path (default 1500).
+	UnderlayMTU int `yaml:"underlayMTU" json:"underlayMTU"`
+	// Interface is the WireGuard interface name on gateways (default fed0).
+	Interface string `yaml:"interface" json:"interface"`
+}
+
+// Site is one place: a VPC, a VNet, an on-prem LAN, an edge location.
+type Site struct {
+	Name     string `yaml:"name" json:"name"`
+	Provider string `yaml:"provider" json:"provider"`
+	Region   string `yaml:"region,omitempty" json:"region,omitempty"`
+	// Index is the deployment index B of the numbering plan (10.A.B.0/24),
+	// used when Prefixes is empty. Sequential from 0 per provider.
+	Index int `yaml:"index" json:"index"`
+	// Prefixes are the site's segments. When empty, Parse fills in the
+	// numbering plan's 10.A.B.0/24.
+	Prefixes []netip.Prefix `yaml:"prefixes,omitempty" json:"prefixes,omitempty"`
+	Gateways []Gateway      `yaml:"gateways" json:"gateways"`
+}
+
+// Gateway is the machine of a site that runs `fednet agent`.
+type Gateway struct {
+	// Name is unique across the federation.
+	Name string `yaml:"name" json:"name"`
+	// Endpoint is the public host:port peers send to; empty when BehindNAT.
+	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
+	// BehindNAT marks a gateway that cannot be reached from outside; it
+	// connects out and keeps its NAT mapping alive.
+	BehindNAT bool `yaml:"behindNAT,omitempty" json:"behindNAT,omitempty"`
+	// PublicKey is the gateway's WireGuard public key (base64), for static
+	// mode; the manager learns keys at enrollment instead.
+	PublicKey string `yaml:"publicKey,omitempty" json:"publicKey,omitempty"`
+	// TransitAddress pins the gateway's tunnel address inside
+	// Overlay.Transit; when unset the planner derives a stable one.
+	TransitAddress netip.Addr `yaml:"transitAddress,omitempty" json:"transitAddress,omitempty"`
+	// LANAddress is the gateway's address on the site segment; default the
+	// numbering plan's .254 (last usable address of the first prefix).
+	LANAddress netip.Addr `yaml:"lanAddress,omitempty" json:"lanAddress,omitempty"`
+}
+
+// Mode says how a network joins its sites.
+type Mode string
+
+// Network modes.
+const (
+	Routed  Mode = "routed"
+	Bridged Mode = "bridged"
+)
+
+// Network is an isolated virtual network over some of the sites.
+type Network struct {
+	Name string `yaml:"name" json:"name"`
+	// ID is unique, 1..16777215 (it becomes the VXLAN VNI for bridged networks).
+	ID    int      `yaml:"id" json:"id"`
+	Mode  Mode     `yaml:"mode" json:"mode"`
+	Sites []string `yaml:"sites" json:"sites"`
+}
+
+// Topology says which gateways have links between them.
+type Topology struct {
+	// Mode is "mesh" (default): every pair of sites has a link unless Links
+	// disables it.
+	Mode  string `yaml:"mode" json:"mode"`
+	Links []Link `yaml:"links,omitempty" json:"links,omitempty"`
+}
+
+// Link overrides the default for the link between two sites.
+type Link struct {
+	// Between names the two sites.
+	Between  []string `yaml:"between" json:"between"`
+	Disabled bool     `yaml:"disabled,omitempty" json:"disabled,omitempty"`
+	// Cost weights the link for path choice (default 1).
+	Cost int `yaml:"cost,omitempty" json:"cost,omitempty"`
+}
+
+// Lab holds settings for `fednet lab` only.
+type Lab struct {
+	// HostsPerSite is how many host namespaces each site gets (default 2).
+	HostsPerSite int `yaml:"hostsPerSite,omitempty" json:"hostsPerSite,omitempty"`
+	// PublicAddresses maps a gateway name to its address on the lab's
+	// internet, for gateways whose endpoint is not a lab address.
+	PublicAddresses map[string]netip.Addr `yaml:"publicAddresses,omitempty" json:"publicAddresses,omitempty"`
+}
