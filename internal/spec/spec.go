@@ -42,7 +42,8 @@ type Federation struct {
 	Lab *Lab `yaml:"lab,omitempty" json:"lab,omitempty"`
 
 	// lines maps a field path (sites[1].gateways[0].endpoint) to its YAML
-	// line; filled by Parse, used by validation and Line.
+	// line; filled by Parse, read by Line. Never written after Parse, so a
+	// Federation is safe for concurrent reads.
 	lines map[string]int
 }
 
@@ -67,10 +68,11 @@ type Site struct {
 	Provider string `yaml:"provider" json:"provider"`
 	Region   string `yaml:"region,omitempty" json:"region,omitempty"`
 	// Index is the deployment index B of the numbering plan (10.A.B.0/24),
-	// used when Prefixes is empty. Sequential from 0 per provider.
+	// 0..255, used when Prefixes is empty. Sequential from 0 per provider.
 	Index int `yaml:"index" json:"index"`
-	// Prefixes are the site's segments. When empty, Parse fills in the
-	// numbering plan's 10.A.B.0/24.
+	// Prefixes are the site's segments, inside Overlay.Supernet and
+	// overlapping no other site's. When empty, Parse fills in the numbering
+	// plan's 10.A.B.0/24, A being the provider's octet.
 	Prefixes []netip.Prefix `yaml:"prefixes,omitempty" json:"prefixes,omitempty"`
 	Gateways []Gateway      `yaml:"gateways" json:"gateways"`
 }
@@ -79,7 +81,8 @@ type Site struct {
 type Gateway struct {
 	// Name is unique across the federation.
 	Name string `yaml:"name" json:"name"`
-	// Endpoint is the public host:port peers send to; empty when BehindNAT.
+	// Endpoint is the public host:port peers send to (host an IP address or
+	// a DNS name), unique across the federation; empty when BehindNAT.
 	Endpoint string `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
 	// BehindNAT marks a gateway that cannot be reached from outside; it
 	// connects out and keeps its NAT mapping alive.
@@ -87,11 +90,14 @@ type Gateway struct {
 	// PublicKey is the gateway's WireGuard public key (base64), for static
 	// mode; the manager learns keys at enrollment instead.
 	PublicKey string `yaml:"publicKey,omitempty" json:"publicKey,omitempty"`
-	// TransitAddress pins the gateway's tunnel address inside
-	// Overlay.Transit; when unset the planner derives a stable one.
+	// TransitAddress is the gateway's tunnel address inside Overlay.Transit.
+	// Set it to pin the address; when unset Parse assigns a stable one
+	// derived from the gateway's name (see Parse).
 	TransitAddress netip.Addr `yaml:"transitAddress,omitempty" json:"transitAddress,omitempty"`
-	// LANAddress is the gateway's address on the site segment; default the
-	// numbering plan's .254 (last usable address of the first prefix).
+	// LANAddress is the gateway's address on the site segment; it must lie
+	// in one of the site's prefixes. Parse defaults it to the last usable
+	// address of the site's first prefix (the numbering plan's .254), and
+	// further gateways of the site to the next lower free addresses.
 	LANAddress netip.Addr `yaml:"lanAddress,omitempty" json:"lanAddress,omitempty"`
 }
 
@@ -108,8 +114,11 @@ const (
 type Network struct {
 	Name string `yaml:"name" json:"name"`
 	// ID is unique, 1..16777215 (it becomes the VXLAN VNI for bridged networks).
-	ID    int      `yaml:"id" json:"id"`
-	Mode  Mode     `yaml:"mode" json:"mode"`
+	ID int `yaml:"id" json:"id"`
+	// Mode is required; only Routed is implemented so far.
+	Mode Mode `yaml:"mode" json:"mode"`
+	// Sites are the member sites. Every two of them need an enabled link:
+	// routed traffic is not relayed through a third site.
 	Sites []string `yaml:"sites" json:"sites"`
 }
 
@@ -123,16 +132,17 @@ type Topology struct {
 
 // Link overrides the default for the link between two sites.
 type Link struct {
-	// Between names the two sites.
+	// Between names the two sites, in either order.
 	Between  []string `yaml:"between" json:"between"`
 	Disabled bool     `yaml:"disabled,omitempty" json:"disabled,omitempty"`
-	// Cost weights the link for path choice (default 1).
+	// Cost weights the link for path choice, 1 or more (default 1).
 	Cost int `yaml:"cost,omitempty" json:"cost,omitempty"`
 }
 
 // Lab holds settings for `fednet lab` only.
 type Lab struct {
-	// HostsPerSite is how many host namespaces each site gets (default 2).
+	// HostsPerSite is how many host namespaces each site gets, 0..50
+	// (default 2).
 	HostsPerSite int `yaml:"hostsPerSite,omitempty" json:"hostsPerSite,omitempty"`
 	// PublicAddresses maps a gateway name to its address on the lab's
 	// internet, for gateways whose endpoint is not a lab address.
