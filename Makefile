@@ -1,0 +1,45 @@
+# One command per habit. CI runs `make test`, exactly as the README says.
+GO       ?= go
+BIN      := bin/fednet
+# Debian packages the lab, the demo and the tests use.
+APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools
+FUZZTIME ?= 10s
+
+.PHONY: all deps build test unit fuzz check demo clean
+
+all: build
+
+# deps installs what is missing: Debian packages (as root) and Go modules.
+deps:
+	@missing=""; for p in $(APT_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run make deps as root)"; exit 1; fi; \
+	  echo "installing$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	$(GO) mod download
+
+build:
+	$(GO) build -o $(BIN) ./cmd/fednet
+
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# unit runs every Go test (the root-only ones skip when not root).
+unit:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/spec
+
+test: deps build check unit fuzz
+
+demo: deps build
+	./$(BIN) lab demo
+
+clean:
+	rm -rf bin

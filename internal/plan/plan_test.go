@@ -1,0 +1,256 @@
+package plan_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// testKeys gives every gateway a fixed fake public key, so golden files are
+// stable. Public keys are opaque 32 bytes to the planner.
+func testKeys(f *spec.Federation) plan.Inputs {
+	in := plan.Inputs{PublicKeys: map[string]plan.Key{}}
+	for _, s := range f.Sites {
+		for _, g := range s.Gateways {
+			in.PublicKeys[g.Name] = plan.Key(sha256.Sum256([]byte(g.Name)))
+		}
+	}
+	return in
+}
+
+func load(t *testing.T, name string) *spec.Federation {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := spec.Parse(data)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return f
+}
+
+// render is what `fednet plan` prints, in text and JSON.
+func render(t *testing.T, f *spec.Federation) (text, js []byte) {
+	t.Helper()
+	gws, err := plan.Compute(f, testKeys(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tb, jb bytes.Buffer
+	tb.WriteString(plan.AddressPlan(f))
+	for _, g := range gws {
+		tb.WriteString("\n" + g.String())
+		jb.Write(g.JSON())
+	}
+	return tb.Bytes(), jb.Bytes()
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/plan -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the plan computed now (go test ./internal/plan -update rewrites it after review):\n--- got\n%s", path, got)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	for _, ex := range []string{"three-sites", "five-sites"} {
+		t.Run(ex, func(t *testing.T) {
+			text, js := render(t, load(t, ex+".yaml"))
+			golden(t, ex+".txt", text)
+			golden(t, ex+".json", js)
+		})
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	for _, ex := range []string{"three-sites", "five-sites"} {
+		text1, js1 := render(t, load(t, ex+".yaml"))
+		for i := 0; i < 20; i++ {
+			text2, js2 := render(t, load(t, ex+".yaml"))
+			if !bytes.Equal(text1, text2) || !bytes.Equal(js1, js2) {
+				t.Fatalf("%s: run %d rendered differently", ex, i)
+			}
+		}
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	f := load(t, "five-sites.yaml")
+	gws, err := plan.Compute(f, testKeys(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gws {
+		back, err := plan.Decode(g.JSON())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(back.JSON(), g.JSON()) {
+			t.Errorf("%s: JSON round trip changed the plan", g.Name)
+		}
+	}
+	if _, err := plan.Decode([]byte(`{"gateway":"x","interface":{"name":"fed0"},"bogus":1}`)); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("unknown field accepted or not named: %v", err)
+	}
+}
+
+func byName(gws []plan.Gateway) map[string]plan.Gateway {
+	m := map[string]plan.Gateway{}
+	for _, g := range gws {
+		m[g.Name] = g
+	}
+	return m
+}
+
+// TestSemantics checks the rules golden files could hide.
+func TestSemantics(t *testing.T) {
+	f := load(t, "five-sites.yaml")
+	gws, err := plan.Compute(f, testKeys(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := byName(gws)
+	peers := func(g string) map[string]plan.Peer {
+		out := map[string]plan.Peer{}
+		for _, p := range m[g].Peers {
+			out[p.Gateway] = p
+		}
+		return out
+	}
+	// Disabled link: no peer either way.
+	if _, ok := peers("edge-1-gw")["aws-us-gw"]; ok {
+		t.Error("edge-1 peers with aws-us over a disabled link")
+	}
+	if _, ok := peers("aws-us-gw")["edge-1-gw"]; ok {
+		t.Error("aws-us peers with edge-1 over a disabled link")
+	}
+	// NAT: keepalive on both sides of links to hq, none elsewhere.
+	if p := peers("aws-eu-gw")["hq-gw"]; p.PersistentKeepalive != plan.KeepaliveNAT || p.Endpoint != "" {
+		t.Errorf("aws-eu's peer hq-gw = %+v, want keepalive %d and no endpoint", p, plan.KeepaliveNAT)
+	}
+	if p := peers("hq-gw")["aws-eu-gw"]; p.PersistentKeepalive != plan.KeepaliveNAT || p.Endpoint == "" {
+		t.Errorf("hq's peer aws-eu-gw = %+v, want keepalive and an endpoint", p)
+	}
+	if p := peers("aws-eu-gw")["hel1-gw"]; p.PersistentKeepalive != 0 {
+		t.Errorf("keepalive between public gateways: %+v", p)
+	}
+	// Allowed IPs: only prefixes of shared routed networks. hq and edge-1
+	// share none: only the transit address.
+	if p := peers("hq-gw")["edge-1-gw"]; len(p.AllowedIPs) != 1 || p.AllowedIPs[0].Bits() != 32 {
+		t.Errorf("hq's peer edge-1 allowed %v, want only its transit /32", p.AllowedIPs)
+	}
+	if p := peers("aws-eu-gw")["edge-1-gw"]; len(p.AllowedIPs) != 2 || p.AllowedIPs[0].String() != "10.6.16.0/20" {
+		t.Errorf("aws-eu's peer edge-1 allowed %v, want 10.6.16.0/20 and its transit address", p.AllowedIPs)
+	}
+	// Every route goes to a peer whose allowed IPs carry it, and every
+	// forwarded flow has the local site on one side.
+	for _, g := range gws {
+		ps := map[string]plan.Peer{}
+		for _, p := range g.Peers {
+			ps[p.Gateway] = p
+		}
+		for _, r := range g.Routes {
+			found := false
+			for _, a := range ps[r.Via].AllowedIPs {
+				found = found || a == r.Destination
+			}
+			if !found {
+				t.Errorf("%s: route %s via %s not in the peer's allowed IPs", g.Name, r.Destination, r.Via)
+			}
+		}
+		for _, fl := range g.Firewall.Flows {
+			local := false
+			for _, l := range g.Firewall.Local {
+				local = local || l == fl.Source || l == fl.Destination
+			}
+			if !local {
+				t.Errorf("%s: flow %s -> %s does not touch the local site", g.Name, fl.Source, fl.Destination)
+			}
+		}
+	}
+	// MTU: edge-1 has a DNS endpoint, so its links may run over IPv6.
+	if got := m["edge-1-gw"].Interface.MTU; got != 1420 {
+		t.Errorf("edge-1 MTU %d, want 1420 (IPv6 outer assumed for a DNS endpoint)", got)
+	}
+	if got := m["aws-us-gw"].Interface.MTU; got != 1440 {
+		t.Errorf("aws-us MTU %d, want 1440 (all links IPv4)", got)
+	}
+	if got := m["aws-us-gw"].Firewall.MSS; got != 1400 {
+		t.Errorf("aws-us MSS %d, want 1400", got)
+	}
+}
+
+func TestMTU(t *testing.T) {
+	f := load(t, "three-sites.yaml")
+	for _, tc := range []struct {
+		underlay, want int
+	}{{1500, 1440}, {9001, 8941}, {1420, 1360}} {
+		f.Overlay.UnderlayMTU = tc.underlay
+		gws, err := plan.Compute(f, plan.Inputs{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gws {
+			if g.Interface.MTU != tc.want || g.Firewall.MSS != tc.want-40 {
+				t.Errorf("underlay %d: %s mtu %d mss %d, want %d/%d", tc.underlay, g.Name, g.Interface.MTU, g.Firewall.MSS, tc.want, tc.want-40)
+			}
+		}
+	}
+}
+
+func TestMissingKeySkipsNothingButMarksPeer(t *testing.T) {
+	f := load(t, "three-sites.yaml")
+	gws, err := plan.Compute(f, plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gws {
+		if len(g.Peers) != 2 {
+			t.Fatalf("%s has %d peers, want 2", g.Name, len(g.Peers))
+		}
+		for _, p := range g.Peers {
+			if !p.PublicKey.IsZero() {
+				t.Errorf("%s: peer %s has a key nobody gave", g.Name, p.Gateway)
+			}
+		}
+		if !strings.Contains(g.String(), "not known yet") {
+			t.Errorf("%s: rendering does not say the key is missing", g.Name)
+		}
+	}
+}
+
+func TestKeyText(t *testing.T) {
+	k := plan.Key(sha256.Sum256([]byte("x")))
+	b, _ := json.Marshal(k)
+	var back plan.Key
+	if err := json.Unmarshal(b, &back); err != nil || back != k {
+		t.Fatalf("round trip %s: %v", b, err)
+	}
+	for _, bad := range []string{"!!", "AAAA"} {
+		if _, err := plan.ParseKey(bad); err == nil {
+			t.Errorf("ParseKey(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// String renders the plan for humans; `fednet plan` and the golden tests use
+// this same rendering.
+func (g Gateway) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gateway %s (site %s, federation %s)\n", g.Name, g.Site, g.Federation)
+	i := g.Interface
+	fmt.Fprintf(&b, "  interface %s address %s listen-port %d mtu %d\n", i.Name, i.Address, i.ListenPort, i.MTU)
+	fmt.Fprintf(&b, "    mtu: %s\n", i.MTUReason)
+	for _, p := range g.Peers {
+		fmt.Fprintf(&b, "  peer %s (site %s)\n", p.Gateway, p.Site)
+		key := p.PublicKey.String()
+		if key == "" {
+			key = "(not known yet: peer skipped until the gateway has a key)"
+		}
+		fmt.Fprintf(&b, "    public-key %s\n", key)
+		ep := p.Endpoint
+		if ep == "" {
+			ep = "(behind NAT: it connects to us)"
+		}
+		fmt.Fprintf(&b, "    endpoint %s\n", ep)
+		fmt.Fprintf(&b, "    allowed-ips %s\n", joinPrefixes(p.AllowedIPs))
+		if p.PersistentKeepalive > 0 {
+			fmt.Fprintf(&b, "    persistent-keepalive %d\n", p.PersistentKeepalive)
+		}
+	}
+	for _, r := range g.Routes {
+		fmt.Fprintf(&b, "  route %s dev %s via-peer %s\n", r.Destination, r.Device, r.Via)
+	}
+	onOff := map[bool]string{true: "on", false: "off"}
+	fmt.Fprintf(&b, "  forwarding %s\n", onOff[g.Forwarding])
+	fw := g.Firewall
+	fmt.Fprintf(&b, "  firewall table inet %s\n", fw.Table)
+	fmt.Fprintf(&b, "    input: accept udp dport %d, established, from local %s, from transit %s on %s; drop the rest\n",
+		fw.ListenPort, joinPrefixes(fw.Local), fw.Transit, fw.Tunnel)
+	for _, fl := range fw.Flows {
+		fmt.Fprintf(&b, "    forward: accept %s -> %s (network %s)\n", fl.Source, fl.Destination, fl.Network)
+	}
+	fmt.Fprintf(&b, "    forward: drop the rest\n")
+	fmt.Fprintf(&b, "    tcp mss clamp %d on %s\n", fw.MSS, fw.Tunnel)
+	return b.String()
+}
+
+// JSON renders the plan as indented JSON, the format `fednet agent --plan`
+// reads.
+func (g Gateway) JSON() []byte {
+	b, err := json.MarshalIndent(g, "", "  ")
+	if err != nil {
+		// Plans hold only plain values; marshalling cannot fail.
+		panic(fmt.Sprintf("marshalling plan: %v", err))
+	}
+	return append(b, '\n')
+}
+
+// Decode reads a plan written by JSON, rejecting unknown fields.
+func Decode(data []byte) (Gateway, error) {
+	var g Gateway
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&g); err != nil {
+		return Gateway{}, fmt.Errorf("decoding plan: %w", err)
+	}
+	if g.Name == "" || g.Interface.Name == "" {
+		return Gateway{}, fmt.Errorf("decoding plan: missing gateway or interface.name; is this the output of `fednet plan -o json --gateway NAME`?")
+	}
+	return g, nil
+}
+
+// AddressPlan renders the federation's address plan: one row per site
+// prefix and gateway.
+func AddressPlan(f *spec.Federation) string {
+	var b bytes.Buffer
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "SITE\tPROVIDER\tREGION\tPREFIX\tGATEWAY\tLAN ADDRESS\tTRANSIT\tENDPOINT")
+	for _, s := range f.Sites {
+		for i, g := range s.Gateways {
+			pfx := joinPrefixes(sortedPrefixes(s.Prefixes))
+			if i > 0 {
+				pfx = ""
+			}
+			ep := g.Endpoint
+			if g.BehindNAT {
+				ep = "(behind NAT)"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Provider, dash(s.Region), pfx, g.Name, g.LANAddress, g.TransitAddress, ep)
+		}
+	}
+	w.Flush()
+	return b.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
+}
