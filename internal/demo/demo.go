@@ -1,0 +1,355 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fednet/fednet/internal/lab"
+	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// Config configures a demo run.
+type Config struct {
+	// Sites is how many sites the generated spec has (default 3, 2..12).
+	// Ignored when Federation is set.
+	Sites int
+	// Federation, when set, is the spec to run instead of a generated one.
+	Federation *spec.Federation
+	// Binary is the fednet executable the agents run (default: this one).
+	Binary string
+	// LabName names the lab (default "demo").
+	LabName string
+	// Keep leaves the lab running after the checks.
+	Keep bool
+	// Throughput is how long each iperf3 run lasts (default 5 s).
+	Throughput time.Duration
+	// ConvergeTimeout bounds the wait for every pair to answer (default 30 s).
+	ConvergeTimeout time.Duration
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+}
+
+// Check is one pass/fail check of the demo.
+type Check struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail"`
+}
+
+// Report is what a demo measured. JSON names are the demo's public
+// contract (`fednet lab demo --json`).
+type Report struct {
+	Sites                  int           `json:"sites"`
+	Gateways               int           `json:"gateways"`
+	Hosts                  int           `json:"hosts"`
+	WireGuard              string        `json:"wireguard"`
+	PairsTotal             int           `json:"pairs_total"`
+	PairsOK                int           `json:"pairs_ok"`
+	Matrix                 []MatrixEntry `json:"matrix"`
+	RTTOverlayMs           float64       `json:"rtt_overlay_ms"`
+	RTTUnderlayMs          float64       `json:"rtt_underlay_ms"`
+	RTTAddedMs             float64       `json:"rtt_added_ms"`
+	ThroughputOverlayMbps  float64       `json:"throughput_overlay_mbps"`
+	ThroughputUnderlayMbps float64       `json:"throughput_underlay_mbps"`
+	ThroughputRatio        float64       `json:"throughput_ratio"`
+	WirePackets            int           `json:"wire_packets"`
+	WireGuardPackets       int           `json:"wireguard_packets"`
+	NonWireGuardPackets    int           `json:"non_wireguard_packets"`
+	PlaintextPackets       int           `json:"plaintext_packets"`
+	ConvergedS             float64       `json:"converged_s"`
+	DurationS              float64       `json:"duration_s"`
+	Checks                 []Check       `json:"checks"`
+	ChecksPassed           bool          `json:"checks_passed"`
+	AddressPlan            string        `json:"address_plan"`
+}
+
+// MatrixEntry is one host-to-host result of the connectivity matrix.
+type MatrixEntry struct {
+	From     string  `json:"from"`
+	To       string  `json:"to"`
+	Address  string  `json:"address"`
+	Sent     int     `json:"sent"`
+	Received int     `json:"received"`
+	AvgMs    float64 `json:"avg_ms"`
+}
+
+// providers cycles through the numbering plan's providers for generated
+// sites.
+var providers = []string{"aws", "azure", "onprem", "gcp", "openstack", "edge"}
+
+// GenerateSpec returns a spec of n sites (2..12) with one gateway each, on
+// the lab's public ranges, joined by one routed network "apps".
+func GenerateSpec(n int) (*spec.Federation, error) {
+	if n < 2 || n > 12 {
+		return nil, fmt.Errorf("--sites %d: want 2 to 12", n)
+	}
+	var b strings.Builder
+	b.WriteString("apiVersion: fednet/v1\nkind: Federation\nname: demo\nsites:\n")
+	var names []string
+	for i := 0; i < n; i++ {
+		p := providers[i%len(providers)]
+		idx := i / len(providers)
+		name := p
+		if idx > 0 {
+			name = fmt.Sprintf("%s%d", p, idx+1)
+		}
+		names = append(names, name)
+		ep := fmt.Sprintf("198.51.100.%d", 10+i)
+		if i%2 == 1 {
+			ep = fmt.Sprintf("203.0.113.%d", 10+i)
+		}
+		fmt.Fprintf(&b, "  - name: %s\n    provider: %s\n    index: %d\n    gateways:\n      - name: %s-gw\n        endpoint: %s:51820\n", name, p, idx, name, ep)
+	}
+	fmt.Fprintf(&b, "networks:\n  - name: apps\n    id: 100\n    mode: routed\n    sites: [%s]\nlab:\n  hostsPerSite: 2\n", strings.Join(names, ", "))
+	return spec.Parse([]byte(b.String()))
+}
+
+// Run builds the lab, federates it, checks it and (unless Keep) removes it.
+// The report is returned even when checks fail; the error is non-nil when a
+// check failed or the demo could not run.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	start := time.Now()
+	out := cfg.Progress
+	if out == nil {
+		out = io.Discard
+	}
+	step := func(format string, args ...any) {
+		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	if cfg.Sites == 0 {
+		cfg.Sites = 3
+	}
+	if cfg.LabName == "" {
+		cfg.LabName = "demo"
+	}
+	if cfg.Throughput == 0 {
+		cfg.Throughput = 5 * time.Second
+	}
+	if cfg.ConvergeTimeout == 0 {
+		cfg.ConvergeTimeout = 30 * time.Second
+	}
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the fednet executable: %w", err)
+		}
+		cfg.Binary = exe
+	}
+	f := cfg.Federation
+	if f == nil {
+		var err error
+		if f, err = GenerateSpec(cfg.Sites); err != nil {
+			return nil, err
+		}
+	}
+	if len(f.Sites) < 2 {
+		return nil, errors.New("the demo needs at least two sites")
+	}
+
+	// A lab of the same name left over from a crashed run goes first.
+	if err := lab.Down(ctx, cfg.LabName); err != nil {
+		return nil, fmt.Errorf("removing an old lab %q: %w", cfg.LabName, err)
+	}
+	step("building lab %q: %d sites", cfg.LabName, len(f.Sites))
+	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: cfg.LabName})
+	if err != nil {
+		return nil, err
+	}
+	var d *Deployment
+	defer func() {
+		if cfg.Keep {
+			step("lab kept: fednet lab status --name %s; remove it with fednet lab down --name %s", cfg.LabName, cfg.LabName)
+			return
+		}
+		cleanup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if d != nil {
+			d.Stop(cleanup)
+		}
+		l.Down(cleanup)
+	}()
+
+	r := &Report{Sites: len(f.Sites), Gateways: len(l.Gateways()), AddressPlan: plan.AddressPlan(f)}
+	for _, s := range l.Sites() {
+		r.Hosts += len(l.Hosts(s))
+	}
+	check := func(name string, ok bool, format string, args ...any) {
+		c := Check{Name: name, Passed: ok, Detail: fmt.Sprintf(format, args...)}
+		r.Checks = append(r.Checks, c)
+		mark := "ok  "
+		if !ok {
+			mark = "FAIL"
+		}
+		step("%s %s: %s", mark, name, c.Detail)
+	}
+	fmt.Fprintf(out, "\nAddress plan:\n%s\n", r.AddressPlan)
+
+	sites := l.Sites()
+	a, b := sites[0], sites[1]
+	gwA, gwB := l.SiteGateways(a)[0], l.SiteGateways(b)[0]
+	hostA, hostB := l.Hosts(a)[0], l.Hosts(b)[0]
+
+	// The bare underlay first: the gateways' firewalls admit only
+	// WireGuard once the agents run.
+	step("underlay: %s -> %s over the lab internet", gwA, gwB)
+	under, err := lab.Ping(ctx, gwA, gwB.Public.Addr(), 20, 20*time.Millisecond)
+	if err != nil {
+		return r, fmt.Errorf("underlay ping: %w", err)
+	}
+	r.RTTUnderlayMs = ms(under.Avg)
+	tu, err := lab.Iperf3(ctx, gwA, gwB, gwB.Public.Addr(), cfg.Throughput, 1)
+	if err != nil {
+		return r, fmt.Errorf("underlay iperf3: %w", err)
+	}
+	r.ThroughputUnderlayMbps = round(tu.Mbps, 1)
+
+	step("keys, plans and one agent per gateway")
+	agentsStart := time.Now()
+	d, err = Deploy(ctx, l, cfg.Binary)
+	if err != nil {
+		return r, err
+	}
+	pairs := CrossSitePairs(l, sites)
+	cctx, cancel := context.WithTimeout(ctx, cfg.ConvergeTimeout)
+	_, convErr := WaitReachable(cctx, pairs, d.AgentsAlive)
+	cancel()
+	r.ConvergedS = round(time.Since(agentsStart).Seconds(), 2)
+	check("converged", convErr == nil, "every host reaches every host of the other sites %.2f s after the agents started%s", r.ConvergedS, errSuffix(convErr))
+	r.WireGuard = wireGuardKind(ctx, gwA)
+
+	// The wire check watches the connectivity matrix and a short bulk
+	// transfer: every packet between gateways must be WireGuard, and no
+	// overlay address may show in clear.
+	capture, err := lab.StartCapture(ctx, l)
+	if err != nil {
+		return r, err
+	}
+	step("connectivity matrix: %d host pairs, 3 pings each", len(pairs))
+	res := PingAll(ctx, pairs, 3, 100*time.Millisecond)
+	for i, p := range pairs {
+		r.PairsTotal++
+		if res[i].Received > 0 {
+			r.PairsOK++
+		}
+		r.Matrix = append(r.Matrix, MatrixEntry{From: p.From.Name, To: p.To.Name, Address: p.To.LAN.Addr().String(),
+			Sent: res[i].Sent, Received: res[i].Received, AvgMs: round(ms(res[i].Avg), 3)})
+	}
+	fmt.Fprint(out, matrixTable(l, sites, pairs, res))
+	check("connectivity", r.PairsOK == r.PairsTotal, "%d of %d host pairs across sites answer", r.PairsOK, r.PairsTotal)
+	if _, err := lab.Iperf3(ctx, hostA, hostB, hostB.LAN.Addr(), time.Second, 1); err != nil {
+		step("short transfer for the wire check failed: %v", err)
+	}
+	pcap, err := capture.Stop()
+	if err != nil {
+		return r, err
+	}
+	wire, err := lab.AnalyzeWire(pcap, f.Overlay.Supernet, f.Overlay.ListenPort)
+	if err != nil {
+		return r, err
+	}
+	r.WirePackets, r.WireGuardPackets, r.NonWireGuardPackets, r.PlaintextPackets = wire.Packets, wire.WireGuard, wire.NonWireGuard, wire.Plaintext
+	check("wire: only WireGuard between gateways", wire.NonWireGuard == 0 && wire.WireGuard > 0,
+		"%d of %d gateway-to-gateway packets are UDP port %d%s", wire.WireGuard, wire.Gateway, f.Overlay.ListenPort, samples(wire.NonWireGuardSamples))
+	check("wire: no overlay address in clear", wire.Plaintext == 0, "%d plaintext packets in %d captured%s", wire.Plaintext, wire.Packets, samples(wire.PlaintextSamples))
+
+	step("latency: %s -> %s over the overlay", hostA, hostB)
+	over, err := lab.Ping(ctx, hostA, hostB.LAN.Addr(), 20, 20*time.Millisecond)
+	if err == nil && over.Received > 0 {
+		r.RTTOverlayMs = ms(over.Avg)
+		r.RTTAddedMs = round(r.RTTOverlayMs-r.RTTUnderlayMs, 3)
+	}
+	check("latency", err == nil && over.Received == over.Sent, "overlay %.3f ms vs underlay %.3f ms (%d/%d replies)", r.RTTOverlayMs, r.RTTUnderlayMs, over.Received, over.Sent)
+
+	step("throughput: %s -> %s over the overlay, %s", hostA, hostB, cfg.Throughput)
+	to, err := lab.Iperf3(ctx, hostA, hostB, hostB.LAN.Addr(), cfg.Throughput, 1)
+	if err == nil {
+		r.ThroughputOverlayMbps = round(to.Mbps, 1)
+		if r.ThroughputUnderlayMbps > 0 {
+			r.ThroughputRatio = round(r.ThroughputOverlayMbps/r.ThroughputUnderlayMbps, 4)
+		}
+	}
+	check("throughput", err == nil && to.Mbps > 0, "overlay %.0f Mbit/s vs underlay %.0f Mbit/s (ratio %.3f)%s",
+		r.ThroughputOverlayMbps, r.ThroughputUnderlayMbps, r.ThroughputRatio, errSuffix(err))
+	check("agents running", d.AgentsAlive() == nil, "every agent still runs%s", errSuffix(d.AgentsAlive()))
+
+	r.ChecksPassed = !slices.ContainsFunc(r.Checks, func(c Check) bool { return !c.Passed })
+	r.RTTOverlayMs, r.RTTUnderlayMs = round(r.RTTOverlayMs, 3), round(r.RTTUnderlayMs, 3)
+	r.DurationS = round(time.Since(start).Seconds(), 1)
+	if !r.ChecksPassed {
+		return r, errors.New("demo checks failed")
+	}
+	return r, nil
+}
+
+// wireGuardKind tells whether a gateway runs kernel or userspace WireGuard.
+func wireGuardKind(ctx context.Context, gw *lab.Node) string {
+	out, err := gw.Run(ctx, "ip", "-d", "link", "show", "dev", spec.DefaultInterface)
+	switch {
+	case err != nil:
+		return "unknown"
+	case strings.Contains(out, "wireguard"):
+		return "kernel"
+	case strings.Contains(out, "tun"):
+		return "userspace (wireguard-go)"
+	}
+	return "unknown"
+}
+
+func matrixTable(l *lab.Lab, sites []string, pairs []Pair, res []lab.PingResult) string {
+	var hosts []*lab.Node
+	for _, s := range sites {
+		hosts = append(hosts, l.Hosts(s)...)
+	}
+	got := map[[2]string]lab.PingResult{}
+	for i, p := range pairs {
+		got[[2]string{p.From.Name, p.To.Name}] = res[i]
+	}
+	var b strings.Builder
+	b.WriteString("\nConnectivity matrix (replies of 3 pings; rows ping columns):\n")
+	fmt.Fprintf(&b, "%-14s", "")
+	for _, h := range hosts {
+		fmt.Fprintf(&b, " %-12s", h.Name)
+	}
+	b.WriteString("\n")
+	for _, from := range hosts {
+		fmt.Fprintf(&b, "%-14s", from.Name)
+		for _, to := range hosts {
+			cell := "-"
+			if r, ok := got[[2]string{from.Name, to.Name}]; ok {
+				cell = fmt.Sprintf("%d/%d", r.Received, r.Sent)
+			}
+			fmt.Fprintf(&b, " %-12s", cell)
+		}
+		b.WriteString("\n")
+	}
+	return b.String() + "\n"
+}
+
+func samples(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return "; e.g. " + strings.Join(s, "; ")
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
