@@ -88,8 +88,18 @@ var providers = []string{"aws", "azure", "onprem", "gcp", "openstack", "edge"}
 // GenerateSpec returns a spec of n sites (2..12) with one gateway each, on
 // the lab's public ranges, joined by one routed network "apps".
 func GenerateSpec(n int) (*spec.Federation, error) {
+	text, err := GenerateSpecYAML(n)
+	if err != nil {
+		return nil, err
+	}
+	return spec.Parse([]byte(text))
+}
+
+// GenerateSpecYAML returns the YAML of GenerateSpec(n), leaving out the
+// sites named in without (as an operator removing a site would).
+func GenerateSpecYAML(n int, without ...string) (string, error) {
 	if n < 2 || n > 12 {
-		return nil, fmt.Errorf("--sites %d: want 2 to 12", n)
+		return "", fmt.Errorf("--sites %d: want 2 to 12", n)
 	}
 	var b strings.Builder
 	b.WriteString("apiVersion: fednet/v1\nkind: Federation\nname: demo\nsites:\n")
@@ -101,6 +111,9 @@ func GenerateSpec(n int) (*spec.Federation, error) {
 		if idx > 0 {
 			name = fmt.Sprintf("%s%d", p, idx+1)
 		}
+		if slices.Contains(without, name) {
+			continue
+		}
 		names = append(names, name)
 		ep := fmt.Sprintf("198.51.100.%d", 10+i)
 		if i%2 == 1 {
@@ -109,7 +122,7 @@ func GenerateSpec(n int) (*spec.Federation, error) {
 		fmt.Fprintf(&b, "  - name: %s\n    provider: %s\n    index: %d\n    gateways:\n      - name: %s-gw\n        endpoint: %s:51820\n", name, p, idx, name, ep)
 	}
 	fmt.Fprintf(&b, "networks:\n  - name: apps\n    id: 100\n    mode: routed\n    sites: [%s]\nlab:\n  hostsPerSite: 2\n", strings.Join(names, ", "))
-	return spec.Parse([]byte(b.String()))
+	return b.String(), nil
 }
 
 // Run builds the lab, federates it, checks it and (unless Keep) removes it.

@@ -1,0 +1,206 @@
+package demo_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fednet/fednet/internal/demo"
+	"github.com/fednet/fednet/internal/lab"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// binary is the fednet executable built by TestMain for the agents.
+var binary string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() == 0 {
+		dir, err := os.MkdirTemp("", "fednet-e2e-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		binary = filepath.Join(dir, "fednet")
+		out, err := exec.Command("go", "build", "-o", binary, "github.com/fednet/fednet/cmd/fednet").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building fednet: %v\n%s", err, out)
+			os.Exit(1)
+		}
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the lab creates network namespaces (CI runs as root)")
+	}
+}
+
+// noLab fails the test if anything of the named lab is left.
+func noLab(t *testing.T, name string) {
+	t.Helper()
+	st, err := lab.Status(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Exists() {
+		t.Errorf("lab %q left behind:\n%s", name, st)
+	}
+}
+
+// TestDemo runs the whole demo as `fednet lab demo` does and checks the
+// report, then that nothing is left behind.
+func TestDemo(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const name = "e2edemo"
+	t.Cleanup(func() { lab.Down(context.Background(), name) })
+	var progress strings.Builder
+	r, err := demo.Run(ctx, demo.Config{Binary: binary, LabName: name, Throughput: 2 * time.Second, Progress: &progress})
+	t.Log("\n" + progress.String())
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if !r.ChecksPassed {
+		t.Errorf("checks failed: %+v", r.Checks)
+	}
+	if r.Sites != 3 || r.Hosts != 6 || r.PairsTotal != 24 || r.PairsOK != 24 {
+		t.Errorf("sites %d hosts %d pairs %d/%d, want 3, 6, 24/24", r.Sites, r.Hosts, r.PairsOK, r.PairsTotal)
+	}
+	if r.PlaintextPackets != 0 || r.NonWireGuardPackets != 0 || r.WireGuardPackets == 0 {
+		t.Errorf("wire: %d plaintext, %d non-WireGuard, %d WireGuard packets", r.PlaintextPackets, r.NonWireGuardPackets, r.WireGuardPackets)
+	}
+	if r.ThroughputOverlayMbps <= 0 || r.ThroughputUnderlayMbps <= 0 || r.RTTOverlayMs <= 0 || r.RTTUnderlayMs <= 0 {
+		t.Errorf("missing measurements: %+v", r)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	json.Unmarshal(b, &fields)
+	for _, k := range []string{"sites", "pairs_total", "pairs_ok", "rtt_overlay_ms", "rtt_underlay_ms", "throughput_overlay_mbps",
+		"throughput_underlay_mbps", "plaintext_packets", "converged_s", "checks_passed"} {
+		if _, ok := fields[k]; !ok {
+			t.Errorf("report JSON lacks %q", k)
+		}
+	}
+	noLab(t, name)
+}
+
+// TestRemoveSite federates three sites, removes one from the spec, re-plans
+// and re-applies: the two others keep reaching each other without losing a
+// packet, and the removed one becomes unreachable and leaves every peer's
+// WireGuard configuration.
+func TestRemoveSite(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const name = "e2eremove"
+	lab.Down(ctx, name)
+	f, err := demo.GenerateSpec(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Down(context.Background())
+		noLab(t, name)
+	})
+	d, err := demo.Deploy(ctx, l, binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	all := demo.CrossSitePairs(l, l.Sites())
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if _, err := demo.WaitReachable(wctx, all, d.AgentsAlive); err != nil {
+		t.Fatalf("federation did not converge: %v", err)
+	}
+
+	text, err := demo.GenerateSpecYAML(3, "onprem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := spec.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Transit addresses are stable: removing a site moves nobody.
+	for _, gw := range []string{"aws-gw", "azure-gw"} {
+		g1, _, _ := f.Gateway(gw)
+		g2, _, _ := f2.Gateway(gw)
+		if g1.TransitAddress != g2.TransitAddress {
+			t.Errorf("%s moved from %s to %s", gw, g1.TransitAddress, g2.TransitAddress)
+		}
+	}
+
+	awsH, azureH, onpremH := l.Hosts("aws")[0], l.Hosts("azure")[0], l.Hosts("onprem")[0]
+	// Ping across the change: 150 probes, 20 ms apart (3 s).
+	type result struct {
+		r   lab.PingResult
+		err error
+	}
+	during := make(chan result, 1)
+	go func() {
+		r, err := lab.Ping(ctx, awsH, azureH.LAN.Addr(), 150, 20*time.Millisecond)
+		during <- result{r, err}
+	}()
+	time.Sleep(500 * time.Millisecond) // let the ping run before the change
+	if err := d.Replan(f2); err != nil {
+		t.Fatal(err)
+	}
+
+	// The removed site goes away from both remaining gateways.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, gw := range []string{"aws-gw", "azure-gw"} {
+		for {
+			out, err := l.Gateway(gw).Run(ctx, "wg", "show", "fed0", "peers")
+			if err == nil && len(strings.Fields(out)) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still has peers %q (err %v); agent log:\n%s", gw, out, err, d.Agent(gw).LogText())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !demo.Unreachable(ctx, awsH, onpremH.LAN.Addr(), 3) {
+		t.Errorf("aws still reaches the removed site")
+	}
+	if !demo.Unreachable(ctx, onpremH, azureH.LAN.Addr(), 3) {
+		t.Errorf("the removed site still reaches azure")
+	}
+	res := <-during
+	if res.err != nil {
+		t.Fatalf("ping across the change: %v", res.err)
+	}
+	if res.r.Received != res.r.Sent {
+		t.Errorf("aws -> azure lost %d of %d pings while onprem was removed", res.r.Sent-res.r.Received, res.r.Sent)
+	}
+	t.Logf("aws -> azure during the change: %s", res.r)
+	remaining := demo.CrossSitePairs(l, []string{"aws", "azure"})
+	for i, r := range demo.PingAll(ctx, remaining, 2, 100*time.Millisecond) {
+		if r.Received == 0 {
+			t.Errorf("%s -> %s unreachable after the change", remaining[i].From, remaining[i].To)
+		}
+	}
+	if err := d.AgentsAlive(); err != nil {
+		t.Error(err)
+	}
+}
