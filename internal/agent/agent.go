@@ -4,6 +4,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,8 +29,8 @@ type Config struct {
 	// Resync is the drift-repair period (default DefaultResync).
 	Resync time.Duration
 	// Reload, when it receives, makes the agent read PlanFile at once (the
-	// CLI sends on SIGHUP). The file is also re-read when its modification
-	// time changes, checked every second.
+	// CLI sends on SIGHUP). The file is also checked every second and
+	// applied when its content changed.
 	Reload <-chan struct{}
 	// Logf logs one line; nil discards.
 	Logf func(format string, args ...any)
@@ -88,14 +89,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	apply(current, "start")
-	modTime := fileModTime(cfg.PlanFile)
+	last, _ := os.ReadFile(cfg.PlanFile)
 
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
 	resyncT := time.NewTicker(resync)
 	defer resyncT.Stop()
 	reload := func(why string) {
-		modTime = fileModTime(cfg.PlanFile)
+		last, _ = os.ReadFile(cfg.PlanFile)
 		g, err := LoadPlan(cfg.PlanFile)
 		if err != nil {
 			logf("keeping the current plan: %v", err)
@@ -117,7 +118,9 @@ func Run(ctx context.Context, cfg Config) error {
 		case <-cfg.Reload:
 			reload("reload")
 		case <-poll.C:
-			if m := fileModTime(cfg.PlanFile); !m.Equal(modTime) {
+			// Modification times are too coarse to tell two quick writes
+			// apart; plan files are small, so compare the content.
+			if data, err := os.ReadFile(cfg.PlanFile); err == nil && !bytes.Equal(data, last) {
 				reload("plan file changed")
 			}
 		case <-resyncT.C:
@@ -133,12 +136,4 @@ func Down(ctx context.Context, cfg Config) ([]dataplane.Change, error) {
 		return nil, err
 	}
 	return cfg.Dataplane.Down(ctx, g)
-}
-
-func fileModTime(path string) time.Time {
-	st, err := os.Stat(path)
-	if err != nil {
-		return time.Time{}
-	}
-	return st.ModTime()
 }
