@@ -1,0 +1,14 @@
+//go:build !linux
+
+package dataplane
+
+import (
+	"errors"
+	"runtime"
+)
+
+// NewLinux returns an error: fednet gateways run on Linux only. The fake
+// (NewFake) works everywhere.
+func NewLinux(cfg Config) (Dataplane, error) {
+	return nil, errors.New("dataplane: gateways run on Linux only, not on " + runtime.GOOS)
+}

@@ -1,0 +1,356 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fednet/fednet/internal/plan"
+)
+
+func render(changes []Change) string {
+	var b strings.Builder
+	for _, c := range changes {
+		b.WriteString(string(c) + "\n")
+	}
+	return b.String()
+}
+
+func mustApply(t *testing.T, d Dataplane, p plan.Gateway) []Change {
+	t.Helper()
+	changes, err := d.Apply(context.Background(), p)
+	if err != nil {
+		t.Fatalf("Apply(%s): %v", p.Name, err)
+	}
+	return changes
+}
+
+// stateOf returns the state a fresh fake reaches with p.
+func stateOf(t *testing.T, p plan.Gateway) State {
+	f := NewFake()
+	mustApply(t, f, p)
+	return f.State()
+}
+
+func TestFakeTransitions(t *testing.T) {
+	f := NewFake()
+	var b strings.Builder
+	for _, name := range []string{"A", "B", "C", "A"} {
+		fmt.Fprintf(&b, "== apply %s ==\n%s-- state --\n%s\n", name, render(mustApply(t, f, plans[name]())), f.State())
+	}
+	changes, err := f.Down(context.Background(), planA())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&b, "== down ==\n%s-- state --\n%s", render(changes), f.State())
+	golden(t, "transitions.golden", b.String())
+}
+
+func TestFakeSamePlanTwiceChangesNothing(t *testing.T) {
+	for _, name := range sortedNames() {
+		t.Run(name, func(t *testing.T) {
+			f := NewFake()
+			if c := mustApply(t, f, plans[name]()); len(c) == 0 {
+				t.Fatal("first Apply made no changes")
+			}
+			if c := mustApply(t, f, plans[name]()); len(c) != 0 {
+				t.Errorf("second Apply made changes:\n%s", render(c))
+			}
+		})
+	}
+}
+
+func TestFakeRandomOrderEndsInLastPlan(t *testing.T) {
+	names := sortedNames()
+	want := map[string]State{}
+	for _, n := range names {
+		want[n] = stateOf(t, plans[n]())
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 30; i++ {
+		seq := make([]string, 2+rng.IntN(6))
+		for j := range seq {
+			seq[j] = names[rng.IntN(len(names))]
+		}
+		f := NewFake()
+		for _, n := range seq {
+			mustApply(t, f, plans[n]())
+			if c := mustApply(t, f, plans[n]()); len(c) != 0 {
+				t.Errorf("sequence %v: applying %s again made changes:\n%s", seq, n, render(c))
+			}
+		}
+		last := seq[len(seq)-1]
+		got := f.State()
+		w := want[last]
+		// Forwarding is never turned off: it is on once any plan wanted it.
+		w.Forwarding = slices.ContainsFunc(seq, func(n string) bool { return plans[n]().Forwarding })
+		if d := cmp.Diff(w.String(), got.String()); d != "" {
+			t.Errorf("sequence %v: state differs from applying %s alone (-want +got):\n%s", seq, last, d)
+		}
+	}
+}
+
+func TestFakeDown(t *testing.T) {
+	for _, name := range sortedNames() {
+		t.Run(name, func(t *testing.T) {
+			f := NewFake()
+			mustApply(t, f, plans[name]())
+			changes, err := f.Down(context.Background(), plans[name]())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "ip link del fed0\nnft delete table inet fednet\n"
+			if got := render(changes); got != want {
+				t.Errorf("Down changes:\n%swant:\n%s", got, want)
+			}
+			if s := f.State(); !s.IsEmpty() {
+				t.Errorf("state after Down is not empty:\n%s", s)
+			}
+			changes, err = f.Down(context.Background(), plans[name]())
+			if err != nil || len(changes) != 0 {
+				t.Errorf("second Down = %q, %v; want no changes, no error", changes, err)
+			}
+		})
+	}
+}
+
+func TestFakeDownOfEmptyMachine(t *testing.T) {
+	changes, err := NewFake().Down(context.Background(), planA())
+	if err != nil || len(changes) != 0 {
+		t.Errorf("Down = %q, %v; want no changes, no error", changes, err)
+	}
+}
+
+func TestFakeAllowedIPsOnlyKeepsEndpoint(t *testing.T) {
+	f := NewFake()
+	mustApply(t, f, planB())
+	// d is behind NAT (no endpoint in the plan); its device learned one.
+	s := f.State()
+	for i, p := range s.WireGuard.Peers {
+		if p.PublicKey == keyD {
+			s.WireGuard.Peers[i].Endpoint = "203.0.113.7:40001"
+		}
+	}
+	f.SetState(s)
+
+	p := planB()
+	p.Peers[0].AllowedIPs = pfx("10.2.0.0/23", "10.255.0.2/32")                // b
+	p.Peers[1].AllowedIPs = pfx("10.4.0.0/24", "10.4.1.0/24", "10.255.0.4/32") // d
+	got := render(mustApply(t, f, p))
+	want := "wg set fed0 peer " + keyB.String() + " allowed-ips 10.2.0.0/23,10.255.0.2/32\n" +
+		"wg set fed0 peer " + keyD.String() + " allowed-ips 10.4.0.0/24,10.4.1.0/24,10.255.0.4/32\n"
+	if got != want {
+		t.Errorf("changes:\n%swant:\n%s", got, want)
+	}
+	endpoints := map[plan.Key]string{}
+	for _, p := range f.State().WireGuard.Peers {
+		endpoints[p.PublicKey] = p.Endpoint
+	}
+	if endpoints[keyB] != "192.0.2.2:51820" || endpoints[keyD] != "203.0.113.7:40001" {
+		t.Errorf("endpoints after the change = %v; want b 192.0.2.2:51820, d 203.0.113.7:40001", endpoints)
+	}
+}
+
+func TestFakeSkipsPeersWithoutKey(t *testing.T) {
+	f := NewFake()
+	mustApply(t, f, planA())
+	for _, p := range f.State().WireGuard.Peers {
+		if p.PublicKey.IsZero() {
+			t.Errorf("peer with zero key configured: %+v", p)
+		}
+	}
+	if n := len(f.State().WireGuard.Peers); n != 2 {
+		t.Errorf("%d peers, want 2 (d has no key)", n)
+	}
+}
+
+func TestFakeKeepsApplyingAfterAnError(t *testing.T) {
+	f := NewFake()
+	boom := errors.New("boom")
+	f.SetFault(func(c Change) error {
+		if strings.HasPrefix(string(c), "ip route add 10.2.0.0/24") {
+			return boom
+		}
+		return nil
+	})
+	changes, err := f.Apply(context.Background(), planA())
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "ip route add 10.2.0.0/24 dev fed0 proto fednet: boom") {
+		t.Errorf("Apply error = %v, want the failed route named, wrapping boom", err)
+	}
+	if !slices.Contains(changes, "ip route add 10.3.0.0/24 dev fed0 proto fednet") || !slices.Contains(changes, "sysctl -w net.ipv4.ip_forward=1") {
+		t.Errorf("changes after the failed one are missing:\n%s", render(changes))
+	}
+	f.SetFault(nil)
+	changes = mustApply(t, f, planA())
+	if got, want := render(changes), "ip route add 10.2.0.0/24 dev fed0 proto fednet\n"; got != want {
+		t.Errorf("retry changes:\n%swant:\n%s", got, want)
+	}
+}
+
+func TestFakeFailedLinkSkipsItsChanges(t *testing.T) {
+	f := NewFake()
+	f.SetFault(func(c Change) error {
+		if strings.HasPrefix(string(c), "ip link add") {
+			return errors.New("no WireGuard")
+		}
+		return nil
+	})
+	changes, err := f.Apply(context.Background(), planA())
+	if err == nil {
+		t.Fatal("Apply = nil error, want the link error")
+	}
+	want := "nft replace table inet fednet (sha256:" + buildRuleset(planA().Firewall).fingerprint()[:8] + ")\n" +
+		"sysctl -w net.ipv4.ip_forward=1\n"
+	if got := render(changes); got != want {
+		t.Errorf("changes:\n%swant:\n%s", got, want)
+	}
+}
+
+func TestFakeRecreatesDeadUserspaceDevice(t *testing.T) {
+	f := NewFake()
+	mustApply(t, f, planA())
+	s := f.State()
+	s.Link.Kind = KindUserspace
+	s.WireGuard = nil // its process is gone
+	f.SetState(s)
+	got := render(mustApply(t, f, planA()))
+	for _, want := range []string{"ip link del fed0\n", "ip link add fed0 type wireguard\n", "ip route add 10.2.0.0/24 dev fed0 proto fednet\n", "wg set fed0 peer " + keyB.String()} {
+		if !strings.Contains(got, want) {
+			t.Errorf("changes lack %q:\n%s", want, got)
+		}
+	}
+	if c := mustApply(t, f, planA()); len(c) != 0 {
+		t.Errorf("Apply after recreation made changes:\n%s", render(c))
+	}
+}
+
+func TestFakeRefusesForeignLink(t *testing.T) {
+	f := NewFake()
+	f.SetState(State{Link: &LinkState{Name: "fed0", Kind: "veth", MTU: 1500}})
+	_, err := f.Apply(context.Background(), planA())
+	if err == nil || !strings.Contains(err.Error(), "veth") {
+		t.Errorf("Apply = %v, want a refusal naming the veth", err)
+	}
+	_, err = f.Down(context.Background(), planA())
+	if err == nil {
+		t.Error("Down = nil, want a refusal to delete the veth")
+	}
+	if f.State().Link == nil {
+		t.Error("Down deleted a link that is not fednet's")
+	}
+}
+
+func TestFakeDeletesOnlyStaleRoutes(t *testing.T) {
+	f := NewFake()
+	mustApply(t, f, planA())
+	s := f.State()
+	s.Routes = append(s.Routes, RouteState{Destination: netip.MustParsePrefix("10.9.0.0/16"), Device: "fed0"})
+	f.SetState(s)
+	if got, want := render(mustApply(t, f, planA())), "ip route del 10.9.0.0/16 dev fed0 proto fednet\n"; got != want {
+		t.Errorf("changes:\n%swant:\n%s", got, want)
+	}
+}
+
+func TestFakePrivateKeyAndPort(t *testing.T) {
+	f := NewFake()
+	mustApply(t, f, planA())
+	s := f.State()
+	s.WireGuard.PublicKey = plan.Key{9}
+	f.SetState(s)
+	if got, want := render(mustApply(t, f, planA())), "wg set fed0 private-key (set)\n"; got != want {
+		t.Errorf("changes:\n%swant:\n%s", got, want)
+	}
+	p := planA()
+	p.Interface.ListenPort = 51821
+	p.Firewall.ListenPort = 51821
+	got := render(mustApply(t, f, p))
+	if !strings.Contains(got, "wg set fed0 listen-port 51821\n") || !strings.HasPrefix(got, "nft replace table inet fednet") {
+		t.Errorf("changes:\n%s", got)
+	}
+}
+
+func TestValidatePlan(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*plan.Gateway)
+		want   string
+	}{
+		{"no interface", func(p *plan.Gateway) { p.Interface.Name = "" }, "interface.name"},
+		{"long interface", func(p *plan.Gateway) { p.Interface.Name = "fednet-interface0" }, "longer than 15"},
+		{"port", func(p *plan.Gateway) { p.Interface.ListenPort = 70000 }, "interface.listenPort"},
+		{"mtu", func(p *plan.Gateway) { p.Interface.MTU = 100 }, "interface.mtu"},
+		{"route", func(p *plan.Gateway) { p.Routes = append(p.Routes, plan.Route{Device: "fed0"}) }, "routes"},
+		{"table", func(p *plan.Gateway) { p.Firewall.Table = "fed net" }, "table name"},
+		{"flow", func(p *plan.Gateway) {
+			p.Firewall.Flows = append(p.Firewall.Flows, plan.Flow{Network: "x", Source: netip.MustParsePrefix("10.0.0.0/8"), Destination: netip.MustParsePrefix("fd00::/8")})
+		}, "mixes IPv4 and IPv6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planA()
+			tc.change(&p)
+			f := NewFake()
+			changes, err := f.Apply(context.Background(), p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Apply = %v, want an error mentioning %q", err, tc.want)
+			}
+			if len(changes) != 0 || !f.State().IsEmpty() {
+				t.Errorf("an invalid plan changed the machine: %q", changes)
+			}
+		})
+	}
+}
+
+func TestRenderFirewall(t *testing.T) {
+	for _, name := range sortedNames() {
+		text, err := RenderFirewall(plans[name]().Firewall)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "firewall_"+strings.ToLower(name)+".nft", text)
+	}
+	p := planA()
+	p.Firewall.Local = pfx("10.1.0.0/23", "fd00:1::/64", "192.0.2.9/32")
+	p.Firewall.Transit = netip.MustParsePrefix("fd00:ffff::/48")
+	p.Firewall.Flows = flows("fd00:1::/64", "fd00:2::/64", "0.0.0.0/0", "10.2.0.0/24")
+	p.Firewall.MSS = 0
+	text, err := RenderFirewall(p.Firewall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "firewall_mixed.nft", text)
+}
+
+func TestFingerprintChangesWithFirewall(t *testing.T) {
+	fa := buildRuleset(planA().Firewall).fingerprint()
+	if fa != buildRuleset(planA().Firewall).fingerprint() {
+		t.Error("fingerprint is not deterministic")
+	}
+	if fa == buildRuleset(planB().Firewall).fingerprint() {
+		t.Error("plans A and B have different firewalls but the same fingerprint")
+	}
+	// Order and duplicates of local prefixes do not matter.
+	p := planC()
+	p.Firewall.Local = pfx("10.1.1.0/24", "10.1.0.0/24", "10.1.1.0/24")
+	if buildRuleset(p.Firewall).fingerprint() != buildRuleset(planC().Firewall).fingerprint() {
+		t.Error("reordered local prefixes change the fingerprint")
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for _, m := range []Mode{Auto, Kernel, Userspace} {
+		got, err := ParseMode(m.String())
+		if err != nil || got != m {
+			t.Errorf("ParseMode(%q) = %v, %v", m, got, err)
+		}
+	}
+	if _, err := ParseMode("bpf"); err == nil {
+		t.Error("ParseMode(bpf) = nil error")
+	}
+}

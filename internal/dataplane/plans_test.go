@@ -1,0 +1,140 @@
+package dataplane
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fednet/fednet/internal/plan"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s differs (-want +got; go test -update rewrites it):\n%s", path, d)
+	}
+}
+
+func key(b byte) plan.Key { return plan.Key{b, 0xfe, 0xd0} }
+
+var (
+	keyB = key(0xb0)
+	keyC = key(0xc0)
+	keyD = key(0xd0)
+)
+
+func pfx(s ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, x := range s {
+		out = append(out, netip.MustParsePrefix(x))
+	}
+	return out
+}
+
+func routes(dsts ...string) []plan.Route {
+	var out []plan.Route
+	for _, d := range dsts {
+		out = append(out, plan.Route{Destination: netip.MustParsePrefix(d), Device: "fed0"})
+	}
+	return out
+}
+
+func flows(pairs ...string) []plan.Flow {
+	var out []plan.Flow
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out,
+			plan.Flow{Network: "apps", Source: netip.MustParsePrefix(pairs[i]), Destination: netip.MustParsePrefix(pairs[i+1])},
+			plan.Flow{Network: "apps", Source: netip.MustParsePrefix(pairs[i+1]), Destination: netip.MustParsePrefix(pairs[i])})
+	}
+	return out
+}
+
+// planA is gateway a of a three-site federation (sites a, b, c; 10.1, 10.2,
+// 10.3; transit 10.255.0.0/16) while gateway d has no key yet.
+func planA() plan.Gateway {
+	return plan.Gateway{
+		Federation: "demo", Name: "a", Site: "site-a",
+		Interface: plan.Interface{Name: "fed0", ListenPort: 51820, Address: netip.MustParsePrefix("10.255.0.1/16"), MTU: 1420},
+		Peers: []plan.Peer{
+			{Gateway: "b", Site: "site-b", PublicKey: keyB, Endpoint: "192.0.2.2:51820", AllowedIPs: pfx("10.2.0.0/24", "10.255.0.2/32")},
+			{Gateway: "c", Site: "site-c", PublicKey: keyC, Endpoint: "192.0.2.3:51820", AllowedIPs: pfx("10.3.0.0/24", "10.255.0.3/32")},
+			{Gateway: "d", Site: "site-d", AllowedIPs: pfx("10.4.0.0/24", "10.255.0.4/32")},
+		},
+		Routes:     routes("10.2.0.0/24", "10.3.0.0/24"),
+		Forwarding: true,
+		Firewall: plan.Firewall{
+			Table: "fednet", Tunnel: "fed0", ListenPort: 51820,
+			Local:   pfx("10.1.0.0/24"),
+			Transit: netip.MustParsePrefix("10.255.0.0/16"),
+			Flows:   flows("10.1.0.0/24", "10.2.0.0/24", "10.1.0.0/24", "10.3.0.0/24"),
+			MSS:     1380,
+		},
+	}
+}
+
+// planB: c leaves; b gains 10.2.1.0/24 (its only change); d, behind NAT,
+// gets its key; MTU and MSS drop.
+func planB() plan.Gateway {
+	p := planA()
+	p.Interface.MTU = 1380
+	p.Peers = []plan.Peer{
+		{Gateway: "b", Site: "site-b", PublicKey: keyB, Endpoint: "192.0.2.2:51820", AllowedIPs: pfx("10.2.0.0/24", "10.2.1.0/24", "10.255.0.2/32")},
+		{Gateway: "d", Site: "site-d", PublicKey: keyD, AllowedIPs: pfx("10.4.0.0/24", "10.255.0.4/32"), PersistentKeepalive: 25},
+	}
+	p.Routes = routes("10.2.0.0/24", "10.2.1.0/24", "10.4.0.0/24")
+	p.Firewall.Flows = flows("10.1.0.0/24", "10.2.0.0/24", "10.1.0.0/24", "10.2.1.0/24", "10.1.0.0/24", "10.4.0.0/24")
+	p.Firewall.MSS = 1340
+	return p
+}
+
+// planC: c is back, d leaves, b moves to a new endpoint behind NAT, a's
+// transit address and local prefixes change, forwarding is no longer
+// wanted (and stays on).
+func planC() plan.Gateway {
+	p := planA()
+	p.Interface.Address = netip.MustParsePrefix("10.255.0.11/16")
+	p.Peers = []plan.Peer{
+		{Gateway: "b", Site: "site-b", PublicKey: keyB, Endpoint: "198.51.100.2:51820", AllowedIPs: pfx("10.2.0.0/24", "10.2.1.0/24", "10.255.0.2/32"), PersistentKeepalive: 25},
+		{Gateway: "c", Site: "site-c", PublicKey: keyC, Endpoint: "192.0.2.3:51820", AllowedIPs: pfx("10.3.0.0/24", "10.255.0.3/32")},
+	}
+	p.Routes = routes("10.2.0.0/24", "10.2.1.0/24", "10.3.0.0/24")
+	p.Forwarding = false
+	p.Firewall.Local = pfx("10.1.0.0/24", "10.1.1.0/24")
+	p.Firewall.Flows = flows("10.1.0.0/24", "10.2.0.0/24", "10.1.0.0/24", "10.2.1.0/24", "10.1.0.0/24", "10.3.0.0/24",
+		"10.1.1.0/24", "10.2.0.0/24")
+	return p
+}
+
+var plans = map[string]func() plan.Gateway{"A": planA, "B": planB, "C": planC}
+
+// sortedNames returns the keys of plans, sorted.
+func sortedNames() []string {
+	var names []string
+	for n := range plans {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

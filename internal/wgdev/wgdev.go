@@ -1,0 +1,53 @@
+// Package wgdev runs a userspace WireGuard device (wireguard-go) for
+// machines whose kernel has no WireGuard module.
+//
+// The device is meant to live in its own long-lived process ("fednet wgdev
+// fed0"), separate from the agent, so that restarting the agent never drops
+// a tunnel. It is configured like a kernel device: through the standard UAPI
+// socket /var/run/wireguard/NAME.sock, which wgctrl and the wg tool speak.
+// That path is shared by every network namespace of a machine; several
+// devices with the same name on one machine need private mounts of
+// /run/wireguard, and a process that configures a device must see the same
+// mount as the device (an agent restarted with a fresh mount would not find
+// its device).
+//
+// The device stops when its interface is deleted: wireguard-go closes the
+// device when reading the TUN fails, which it does at once after
+// `ip link del NAME` (measured: Run returns within ~20-35 ms). So deleting
+// the interface is how the dataplane stops a userspace device.
+package wgdev
+
+import "errors"
+
+// MTU is the MTU the TUN interface is created with; the dataplane sets the
+// plan's MTU afterwards.
+const MTU = 1420
+
+// SocketDir is where wireguard-go puts the UAPI sockets.
+const SocketDir = "/var/run/wireguard"
+
+// SocketPath returns the UAPI socket path of the device name.
+func SocketPath(name string) string { return SocketDir + "/" + name + ".sock" }
+
+// ErrUnsupported is returned by Run on platforms fednet has no userspace
+// device for.
+var ErrUnsupported = errors.New("userspace WireGuard is only supported on Linux")
+
+// validName reports why name cannot be an interface name, or nil.
+func validName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("interface name is empty")
+	case len(name) > 15:
+		return errors.New("interface name " + name + " is longer than 15 bytes")
+	}
+	for _, r := range name {
+		if r == '/' || r == ':' || r <= ' ' || r > '~' {
+			return errors.New("interface name " + name + " has a character that is not allowed (/, :, space or non-ASCII)")
+		}
+	}
+	if name == "." || name == ".." {
+		return errors.New("interface name " + name + " is not allowed")
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package wgdev_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.zx2c4.com/wireguard/wgctrl"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/fednet/fednet/internal/dataplane/nstest"
+	"github.com/fednet/fednet/internal/wgdev"
+)
+
+const ifname = "wgt0"
+
+// started runs wgdev.Run in the background and waits until wgctrl sees the
+// device. The returned channel yields Run's result.
+func started(t *testing.T, ctx context.Context) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		done <- wgdev.Run(ctx, ifname, t.Logf)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-returned:
+		case <-time.After(10 * time.Second):
+			t.Errorf("Run did not return")
+		}
+	})
+	wg, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wg.Close()
+	err = nstest.WaitFor(5*time.Second, func() error {
+		select {
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("Run returned early: %v", err)
+		default:
+		}
+		_, err := wg.Device(ifname)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("device %s never answered: %v", ifname, err)
+	}
+	return done
+}
+
+func waitDone(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s")
+		return nil
+	}
+}
+
+func assertGone(t *testing.T) {
+	t.Helper()
+	err := nstest.WaitFor(5*time.Second, func() error {
+		if _, err := netlink.LinkByName(ifname); err == nil {
+			return errors.New("link still exists")
+		}
+		if _, err := os.Stat(wgdev.SocketPath(ifname)); err == nil {
+			return errors.New("socket still exists")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+func inner(t *testing.T) bool {
+	if nstest.Inner(t) {
+		return true
+	}
+	nstest.New(t).Run(t)
+	return false
+}
+
+// TestRunExitsWhenLinkDeleted checks the fact the dataplane relies on:
+// deleting the interface makes the userspace device exit.
+func TestRunExitsWhenLinkDeleted(t *testing.T) {
+	if !inner(t) {
+		return
+	}
+	done := started(t, context.Background())
+
+	wg, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wg.Close()
+	priv, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := 51999
+	if err := wg.ConfigureDevice(ifname, wgtypes.Config{PrivateKey: &priv, ListenPort: &port}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := wg.Device(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.PublicKey != priv.PublicKey() || d.ListenPort != port || d.Type != wgtypes.Userspace {
+		t.Errorf("device = key %s port %d type %v, want key %s port %d userspace", d.PublicKey, d.ListenPort, d.Type, priv.PublicKey(), port)
+	}
+	link, err := netlink.LinkByName(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if link.Attrs().MTU != wgdev.MTU {
+		t.Errorf("MTU = %d, want %d", link.Attrs().MTU, wgdev.MTU)
+	}
+
+	start := time.Now()
+	if err := netlink.LinkDel(link); err != nil {
+		t.Fatalf("deleting %s: %v", ifname, err)
+	}
+	if err := waitDone(t, done); err != nil {
+		t.Errorf("Run = %v, want nil after the link was deleted", err)
+	}
+	t.Logf("Run returned %v after the link was deleted", time.Since(start))
+	assertGone(t)
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	if !inner(t) {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := started(t, ctx)
+	cancel()
+	if err := waitDone(t, done); err != nil {
+		t.Errorf("Run = %v, want nil after cancel", err)
+	}
+	assertGone(t)
+}
+
+func TestRunFailsWhenSocketRemoved(t *testing.T) {
+	if !inner(t) {
+		return
+	}
+	done := started(t, context.Background())
+	if err := os.Remove(wgdev.SocketPath(ifname)); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDone(t, done); err == nil {
+		t.Error("Run = nil, want an error after its socket was removed")
+	} else {
+		t.Logf("Run = %v", err)
+	}
+	assertGone(t)
+}
+
+func TestRunRefusesSecondDevice(t *testing.T) {
+	if !inner(t) {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := started(t, ctx)
+	err := wgdev.Run(context.Background(), ifname, t.Logf)
+	if err == nil {
+		t.Fatal("second Run with the same name = nil, want an error")
+	}
+	t.Logf("second Run = %v", err)
+	// The first device still answers.
+	wg, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wg.Close()
+	if _, err := wg.Device(ifname); err != nil {
+		t.Errorf("first device after the failed second Run: %v", err)
+	}
+	cancel()
+	if err := waitDone(t, done); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestRunRejectsBadNames(t *testing.T) {
+	for _, name := range []string{"", "a/b", "waytoolonginterfacename", "a b"} {
+		if err := wgdev.Run(context.Background(), name, nil); err == nil {
+			t.Errorf("Run(%q) = nil, want an error", name)
+		}
+	}
+}

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package wgdev
+
+import "context"
+
+// Run is not supported on this platform; it returns ErrUnsupported.
+func Run(ctx context.Context, name string, logf func(string, ...any)) error {
+	return ErrUnsupported
+}
