@@ -28,10 +28,17 @@ import (
 //	  icmp type echo-request limit rate 10/second accept
 //	  icmpv6 type echo-request limit rate 10/second accept
 //	  icmpv6 type {nd-neighbor-solicit, nd-neighbor-advert, nd-router-advert, packet-too-big} accept
-//	chain forward: hook forward, priority filter, policy drop
+//	chain forward: hook forward, priority filter, policy accept
 //	  ct state established,related accept
-//	  ct state invalid drop
-//	  ip saddr <Source> ip daddr <Destination> accept     one per Flow
+//	  iifname "<Tunnel>" ct state invalid drop
+//	  oifname "<Tunnel>" ct state invalid drop
+//	  oifname "<Tunnel>" ip saddr <Local> ip daddr <Remote> accept   one per Flow out
+//	  iifname "<Tunnel>" ip saddr <Remote> ip daddr <Local> accept   one per Flow in
+//	  iifname "<Tunnel>" drop
+//	  oifname "<Tunnel>" drop
+//
+// Forwarded traffic that does not touch the tunnel is not fednet's: the
+// chain lets it pass to the machine's own rules.
 //	chain mss: hook forward, priority mangle (before filter), policy accept
 //	  oifname "<Tunnel>" tcp flags syn tcp option maxseg size > <MSS> tcp option maxseg size set <MSS>
 //	  iifname "<Tunnel>" (same)
@@ -211,9 +218,18 @@ func buildRuleset(fw plan.Firewall) ruleset {
 		add(&input, "accept", t)
 	}
 
-	forward := chain{name: chainForward, hook: "forward", policy: "drop"}
+	// The forward chain governs what crosses the tunnel and nothing else:
+	// a gateway that is also its site's router keeps forwarding its other
+	// traffic, under the machine's own firewall (a packet must pass every
+	// table's chains, so those rules still apply).
+	forward := chain{name: chainForward, hook: "forward", policy: "accept"}
 	add(&forward, "accept", ctState{established: true, related: true})
-	add(&forward, "drop", ctState{invalid: true})
+	add(&forward, "drop", ifName{name: tunnel}, ctState{invalid: true})
+	add(&forward, "drop", ifName{out: true, name: tunnel}, ctState{invalid: true})
+	local := map[netip.Prefix]bool{}
+	for _, p := range fw.Local {
+		local[p.Masked()] = true
+	}
 	seen := map[[2]netip.Prefix]bool{}
 	for _, f := range fw.Flows {
 		k := [2]netip.Prefix{f.Source.Masked(), f.Destination.Masked()}
@@ -221,9 +237,11 @@ func buildRuleset(fw plan.Firewall) ruleset {
 			continue
 		}
 		seen[k] = true
+		// Flows leaving the site go out of the tunnel; the others come in
+		// through it.
+		ms := []match{ifName{out: local[k[0]], name: tunnel}}
 		// A /0 side matches only the family, which the other side
 		// already checks.
-		var ms []match
 		if k[0].Bits() > 0 || k[1].Bits() == 0 {
 			ms = append(ms, addr{prefix: k[0]})
 		}
@@ -232,6 +250,8 @@ func buildRuleset(fw plan.Firewall) ruleset {
 		}
 		add(&forward, "accept", ms...)
 	}
+	add(&forward, "drop", ifName{name: tunnel})
+	add(&forward, "drop", ifName{out: true, name: tunnel})
 
 	rs := ruleset{table: fw.Table, chains: []chain{input, forward}}
 	if fw.MSS > 0 {

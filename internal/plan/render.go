@@ -48,7 +48,7 @@ func (g Gateway) String() string {
 	for _, fl := range fw.Flows {
 		fmt.Fprintf(&b, "    forward: accept %s -> %s (network %s)\n", fl.Source, fl.Destination, fl.Network)
 	}
-	fmt.Fprintf(&b, "    forward: drop the rest\n")
+	fmt.Fprintf(&b, "    forward: drop the rest in or out of %s\n", fw.Tunnel)
 	fmt.Fprintf(&b, "    tcp mss clamp %d on %s\n", fw.MSS, fw.Tunnel)
 	return b.String()
 }
