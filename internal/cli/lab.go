@@ -47,7 +47,11 @@ func (f *labFlags) register(cmd *cobra.Command, needSpec bool) {
 	}
 }
 
+// config checks for root and reads the spec into a lab configuration.
 func (f *labFlags) config() (lab.Config, error) {
+	if err := needRoot(); err != nil {
+		return lab.Config{}, err
+	}
 	fed, err := readSpec(f.file)
 	if err != nil {
 		return lab.Config{}, err
@@ -77,9 +81,6 @@ with "fednet lab down".`,
   fednet lab down`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := needRoot(); err != nil {
-				return err
-			}
 			cfg, err := lf.config()
 			if err != nil {
 				return err
@@ -176,9 +177,6 @@ WireGuard control sockets, so "wg show" works there.`,
   fednet lab exec -f examples/three-sites.yaml aws-eu-h1 -- ping -c 3 10.5.0.2`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := needRoot(); err != nil {
-				return err
-			}
 			cfg, err := lf.config()
 			if err != nil {
 				return err
