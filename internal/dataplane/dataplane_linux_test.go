@@ -326,6 +326,7 @@ func TestLinuxFirewall(t *testing.T) {
 	}
 	mixed := planA().Firewall
 	mixed.Local = pfx("10.1.0.0/23", "fd00:1::/64", "192.0.2.9/32")
+	mixed.Remote = pfx("10.9.0.0/16", "fd00:9::/64")
 	mixed.Transit = netip.MustParsePrefix("fd00:ffff::/48")
 	mixed.Flows = flows("fd00:1::/64", "fd00:2::/64", "0.0.0.0/0", "10.2.0.0/24", "10.1.0.0/16", "10.9.0.128/25")
 	mixed.MSS = 0

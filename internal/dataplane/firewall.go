@@ -36,6 +36,7 @@ import (
 //	  iifname "<Tunnel>" ip saddr <Remote> ip daddr <Local> accept   one per Flow in
 //	  iifname "<Tunnel>" drop
 //	  oifname "<Tunnel>" drop
+//	  oifname != "<Tunnel>" ip daddr <Remote> drop                 other sites, never in clear
 //
 // Forwarded traffic that does not touch the tunnel is not fednet's: the
 // chain lets it pass to the machine's own rules.
@@ -252,6 +253,12 @@ func buildRuleset(fw plan.Firewall) ruleset {
 	}
 	add(&forward, "drop", ifName{name: tunnel})
 	add(&forward, "drop", ifName{out: true, name: tunnel})
+	// Other sites' prefixes leave by the tunnel or not at all: without a
+	// route into the tunnel they would follow the default route out in
+	// clear.
+	for _, p := range canonicalPrefixes(fw.Remote) {
+		add(&forward, "drop", ifName{out: true, negate: true, name: tunnel}, addr{dst: true, prefix: p})
+	}
 
 	rs := ruleset{table: fw.Table, chains: []chain{input, forward}}
 	if fw.MSS > 0 {
@@ -336,6 +343,11 @@ func validateFirewall(fw plan.Firewall) error {
 	for _, p := range fw.Local {
 		if !p.IsValid() {
 			errs = append(errs, "a local prefix is not valid")
+		}
+	}
+	for _, p := range fw.Remote {
+		if !p.IsValid() {
+			errs = append(errs, "a remote prefix is not valid")
 		}
 	}
 	for _, f := range fw.Flows {

@@ -87,6 +87,7 @@ func planA() plan.Gateway {
 		Firewall: plan.Firewall{
 			Table: "fednet", Tunnel: "fed0", ListenPort: 51820,
 			Local:   pfx("10.1.0.0/24"),
+			Remote:  pfx("10.2.0.0/24", "10.3.0.0/24", "10.4.0.0/24"),
 			Transit: netip.MustParsePrefix("10.255.0.0/16"),
 			Flows:   flows("10.1.0.0/24", "10.2.0.0/24", "10.1.0.0/24", "10.3.0.0/24"),
 			MSS:     1380,

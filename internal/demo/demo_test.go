@@ -204,3 +204,84 @@ func TestRemoveSite(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestNetworksIsolate: two sites that share no network have a tunnel but
+// cannot reach each other, and what their hosts try never leaves in clear
+// by the gateways' default routes.
+func TestNetworksIsolate(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const name = "e2eisolate"
+	lab.Down(ctx, name)
+	text, err := demo.GenerateSpecYAML(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Replace the one network by two: aws+azure and azure+onprem.
+	text = text[:strings.Index(text, "networks:")] + `networks:
+  - name: apps
+    id: 100
+    mode: routed
+    sites: [aws, azure]
+  - name: ops
+    id: 200
+    mode: routed
+    sites: [azure, onprem]
+`
+	f, err := spec.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Down(context.Background())
+		noLab(t, name)
+	})
+	d, err := demo.Deploy(ctx, l, binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	allowed := append(demo.CrossSitePairs(l, []string{"aws", "azure"}), demo.CrossSitePairs(l, []string{"azure", "onprem"})...)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if _, err := demo.WaitReachable(wctx, allowed, d.AgentsAlive); err != nil {
+		t.Fatalf("allowed pairs did not converge: %v", err)
+	}
+
+	capture, err := lab.StartCapture(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden := demo.CrossSitePairs(l, []string{"aws", "onprem"})
+	for i, r := range demo.PingAll(ctx, forbidden, 3, 100*time.Millisecond) {
+		if r.Received != 0 {
+			t.Errorf("%s reaches %s though their sites share no network", forbidden[i].From, forbidden[i].To)
+		}
+	}
+	pcap, err := capture.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire, err := lab.AnalyzeWire(pcap, f.Overlay.Supernet, f.Overlay.ListenPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wire.Plaintext != 0 || wire.NonWireGuard != 0 {
+		t.Errorf("pings between isolated sites leaked: %d plaintext, %d non-WireGuard packets (%v %v)",
+			wire.Plaintext, wire.NonWireGuard, wire.PlaintextSamples, wire.NonWireGuardSamples)
+	}
+	// The tunnel between them exists (the mesh), it just carries nothing
+	// but the gateways' own transit traffic.
+	out, err := l.Gateway("aws-gw").Run(ctx, "wg", "show", "fed0", "allowed-ips")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "10.5.0.0/24") || len(strings.Split(strings.TrimSpace(out), "\n")) != 2 {
+		t.Errorf("aws-gw allowed IPs:\n%s\nwant two peers and no onprem prefix", out)
+	}
+}

@@ -116,6 +116,7 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, si, gi int) (Gateway, 
 			Tunnel:     ov.Interface,
 			ListenPort: ov.ListenPort,
 			Local:      sortedPrefixes(site.Prefixes),
+			Remote:     remotePrefixes(f, si),
 			Transit:    ov.Transit.Masked(),
 			Flows:      []Flow{},
 		},
@@ -228,6 +229,17 @@ func sharedRoutedNetworks(f *spec.Federation, a, b string) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// remotePrefixes returns the prefixes of every site but f.Sites[si], sorted.
+func remotePrefixes(f *spec.Federation, si int) []netip.Prefix {
+	var all []netip.Prefix
+	for i, s := range f.Sites {
+		if i != si {
+			all = append(all, s.Prefixes...)
+		}
+	}
+	return sortedPrefixes(all)
 }
 
 func sortedPrefixes(in []netip.Prefix) []netip.Prefix {

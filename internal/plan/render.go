@@ -49,6 +49,9 @@ func (g Gateway) String() string {
 		fmt.Fprintf(&b, "    forward: accept %s -> %s (network %s)\n", fl.Source, fl.Destination, fl.Network)
 	}
 	fmt.Fprintf(&b, "    forward: drop the rest in or out of %s\n", fw.Tunnel)
+	if len(fw.Remote) > 0 {
+		fmt.Fprintf(&b, "    forward: drop other sites' prefixes %s unless they leave by %s\n", joinPrefixes(fw.Remote), fw.Tunnel)
+	}
 	fmt.Fprintf(&b, "    tcp mss clamp %d on %s\n", fw.MSS, fw.Tunnel)
 	return b.String()
 }

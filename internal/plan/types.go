@@ -121,6 +121,11 @@ type Firewall struct {
 	// Local are the site's own segment prefixes: hosts there may reach the
 	// gateway and, through Flows, the overlay.
 	Local []netip.Prefix `json:"local"`
+	// Remote are the prefixes of every other site of the federation. They
+	// are never forwarded except through the tunnel: a packet for a site
+	// this gateway has no route to (no shared network, a disabled link)
+	// is dropped instead of leaving in clear by the default route. Sorted.
+	Remote []netip.Prefix `json:"remote"`
 	// Transit is the transit prefix, accepted on the tunnel interface.
 	Transit netip.Prefix `json:"transit"`
 	// Flows are the forwarded (source, destination) pairs, both directions
