@@ -13,6 +13,9 @@ import (
 type Inputs struct {
 	// PublicKeys by gateway name; a key here wins over the spec's publicKey.
 	PublicKeys map[string]Key
+	// Removed names gateways that were revoked: they get no plan and
+	// appear in no other gateway's plan, though the spec still lists them.
+	Removed map[string]bool
 }
 
 // Table is the name of the nftables table fednet owns on every gateway.
@@ -43,7 +46,10 @@ func Compute(f *spec.Federation, in Inputs) ([]Gateway, error) {
 	var out []Gateway
 	for si := range f.Sites {
 		for gi := range f.Sites[si].Gateways {
-			g, err := gatewayPlan(f, keys, si, gi)
+			if in.Removed[f.Sites[si].Gateways[gi].Name] {
+				continue
+			}
+			g, err := gatewayPlan(f, keys, in.Removed, si, gi)
 			if err != nil {
 				return nil, err
 			}
@@ -93,7 +99,7 @@ func publicKeys(f *spec.Federation, in Inputs) (map[string]Key, error) {
 	return keys, nil
 }
 
-func gatewayPlan(f *spec.Federation, keys map[string]Key, si, gi int) (Gateway, error) {
+func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]bool, si, gi int) (Gateway, error) {
 	site := f.Sites[si]
 	self := site.Gateways[gi]
 	if !self.TransitAddress.IsValid() {
@@ -130,6 +136,9 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, si, gi int) (Gateway, 
 		}
 		shared := sharedRoutedNetworks(f, site.Name, remote.Name)
 		for hi, h := range remote.Gateways {
+			if removed[h.Name] {
+				continue
+			}
 			p := Peer{
 				Gateway:    h.Name,
 				Site:       remote.Name,

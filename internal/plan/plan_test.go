@@ -254,3 +254,24 @@ func TestKeyText(t *testing.T) {
 		}
 	}
 }
+
+func TestRemovedGateway(t *testing.T) {
+	f := load(t, "three-sites.yaml")
+	in := testKeys(f)
+	in.Removed = map[string]bool{"onprem-gw": true}
+	gws, err := plan.Compute(f, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gws) != 2 {
+		t.Fatalf("%d plans, want 2 (onprem-gw removed)", len(gws))
+	}
+	for _, g := range gws {
+		if strings.Contains(g.String(), "onprem-gw") || strings.Contains(g.String(), "10.5.0.0/24 dev") {
+			t.Errorf("%s still knows the removed gateway:\n%s", g.Name, g)
+		}
+	}
+	if _, err := plan.ForGateway(f, in, "onprem-gw"); err == nil {
+		t.Error("a removed gateway got a plan")
+	}
+}
