@@ -1,0 +1,229 @@
+// Package api holds the types of the manager's HTTPS JSON API, shared by
+// the manager (internal/manager) and its client (internal/client). It holds
+// no logic: paths, request and response bodies, error codes. api/openapi.yaml
+// describes the same API for other clients; keep both in step.
+package api
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/fednet/fednet/internal/plan"
+)
+
+// Paths. {name} is a gateway name, {id} a join token id.
+const (
+	PathOpenAPI     = "/openapi.yaml"
+	PathSpec        = "/v1/spec"      // GET: current spec; PUT: new revision (?dryRun=true: diff only)
+	PathRevisions   = "/v1/revisions" // GET: list
+	PathTokens      = "/v1/tokens"    // GET: list; POST: create
+	PathToken       = "/v1/tokens/{id}"
+	PathEnroll      = "/v1/enroll" // POST, authenticated by the join token
+	PathGateways    = "/v1/gateways"
+	PathGateway     = "/v1/gateways/{name}"        // GET; DELETE: revoke ("fednet gateway remove")
+	PathPlan        = "/v1/gateways/{name}/plan"   // GET ?after=GENERATION&timeout=30s: long poll
+	PathStatus      = "/v1/gateways/{name}/status" // PUT: the agent's report
+	PathKey         = "/v1/gateways/{name}/key"    // PUT: the agent's new public key (rotation)
+	PathRotate      = "/v1/gateways/{name}/rotate" // POST (admin): ask the agent to roll its key
+	PathSites       = "/v1/sites"
+	PathLinks       = "/v1/links"
+	PathNetworks    = "/v1/networks"
+	PathFederation  = "/v1/status" // GET: the one-screen overview of `fednet status`
+	MaxRequestBytes = 1 << 20      // request bodies above this get 413
+)
+
+// Authentication: every call but enrollment and /openapi.yaml carries
+// "Authorization: Bearer <token>": the admin token (file admin.token in the
+// manager's data directory) for operator calls, a gateway's credential
+// (returned by enrollment) for that gateway's own plan, status and key.
+// Enrollment carries the join token's secret the same way.
+
+// Error is the body of every error response.
+type Error struct {
+	// Code is a stable machine-readable word, one of the Code* constants.
+	Code string `json:"code"`
+	// Message says what is wrong and what would be valid, naming the field.
+	Message string `json:"message"`
+	// Field is the JSON path or spec path at fault, when there is one.
+	Field string `json:"field,omitempty"`
+	// Problems lists every problem of a rejected spec (line, path, message).
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// Error codes and the HTTP status that goes with each.
+const (
+	CodeBadRequest      = "bad_request"       // 400: malformed JSON, wrong types, unknown fields, bad parameters
+	CodeUnauthenticated = "unauthenticated"   // 401: no or unknown token
+	CodeForbidden       = "forbidden"         // 403: a valid token that may not do this (another gateway's plan, a revoked gateway)
+	CodeNotFound        = "not_found"         // 404
+	CodeConflict        = "conflict"          // 409: a used or expired join token, a name taken
+	CodeTooLarge        = "too_large"         // 413
+	CodeInvalidSpec     = "invalid_spec"      // 422: a spec that fails validation
+	CodeInternal        = "internal"          // 500: never for bad input
+	CodeUnsupportedType = "unsupported_media" // 415: not application/json (or YAML for the spec)
+)
+
+// Problem is one validation problem of a spec.
+type Problem struct {
+	Line    int    `json:"line,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Message string `json:"message"`
+}
+
+// SpecRequest is the body of PUT /v1/spec.
+type SpecRequest struct {
+	// YAML is the spec document as the operator wrote it.
+	YAML string `json:"yaml"`
+}
+
+// SpecResponse answers GET and PUT /v1/spec.
+type SpecResponse struct {
+	Revision int       `json:"revision"`
+	YAML     string    `json:"yaml"`
+	Created  time.Time `json:"created"`
+	// DryRun is true when nothing was stored (PUT ?dryRun=true).
+	DryRun bool `json:"dryRun,omitempty"`
+	// Changed is false when the spec equals the current one (no new
+	// revision is made).
+	Changed bool `json:"changed"`
+	// Diff is a unified diff of the gateways' plans, current → new.
+	Diff string `json:"diff"`
+	// Affected are the gateways whose plan changes.
+	Affected []string `json:"affected"`
+}
+
+// Revision is one stored spec revision.
+type Revision struct {
+	Revision int       `json:"revision"`
+	Created  time.Time `json:"created"`
+	Sites    int       `json:"sites"`
+	Gateways int       `json:"gateways"`
+	Networks int       `json:"networks"`
+}
+
+// TokenRequest is the body of POST /v1/tokens.
+type TokenRequest struct {
+	Gateway string `json:"gateway"`
+	// TTL is a Go duration ("1h"); default 1h, at most 168h.
+	TTL string `json:"ttl,omitempty"`
+}
+
+// Token describes a join token. Token (the secret-carrying string) is only
+// in the response of its creation.
+type Token struct {
+	ID      string    `json:"id"`
+	Gateway string    `json:"gateway"`
+	Expires time.Time `json:"expires"`
+	Used    bool      `json:"used"`
+	Revoked bool      `json:"revoked"`
+	Token   string    `json:"token,omitempty"`
+}
+
+// EnrollRequest is the body of POST /v1/enroll.
+type EnrollRequest struct {
+	PublicKey plan.Key `json:"publicKey"`
+	// Endpoint is the gateway's own idea of its public endpoint, if any.
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// EnrollResponse answers enrollment.
+type EnrollResponse struct {
+	Gateway string `json:"gateway"`
+	// Credential is the gateway's bearer token from now on.
+	Credential string `json:"credential"`
+	// ObservedAddress is the source address the manager saw.
+	ObservedAddress string `json:"observedAddress"`
+}
+
+// PlanResponse answers the plan watch.
+type PlanResponse struct {
+	// Generation increases with every change of the manager's state; a
+	// gateway's plan carries the generation it last changed at.
+	Generation int64 `json:"generation"`
+	// Revision is the spec revision the plan was computed from.
+	Revision int          `json:"revision"`
+	Plan     plan.Gateway `json:"plan"`
+	// RotateKey, when above the key generation the agent last sent, asks
+	// it to generate a new key and PUT its public half.
+	RotateKey int `json:"rotateKey"`
+}
+
+// KeyRequest is the body of PUT /v1/gateways/{name}/key.
+type KeyRequest struct {
+	PublicKey plan.Key `json:"publicKey"`
+	// Rotation is the RotateKey value this key answers.
+	Rotation int `json:"rotation"`
+}
+
+// StatusReport is the body of PUT /v1/gateways/{name}/status.
+type StatusReport struct {
+	Generation int64        `json:"generation"` // of the plan applied
+	Revision   int          `json:"revision"`
+	ApplyError string       `json:"applyError,omitempty"`
+	Links      []LinkStatus `json:"links"`
+}
+
+// LinkStatus is one peer as the agent's WireGuard device sees it.
+type LinkStatus struct {
+	Peer          string        `json:"peer"` // gateway name
+	PublicKey     plan.Key      `json:"publicKey"`
+	Endpoint      string        `json:"endpoint,omitempty"`
+	LastHandshake time.Time     `json:"lastHandshake,omitempty"`
+	HandshakeAge  time.Duration `json:"handshakeAgeNs,omitempty"`
+	RxBytes       int64         `json:"rxBytes"`
+	TxBytes       int64         `json:"txBytes"`
+}
+
+// Gateway is the read model of a gateway.
+type Gateway struct {
+	Name            string     `json:"name"`
+	Site            string     `json:"site"`
+	Enrolled        bool       `json:"enrolled"`
+	Removed         bool       `json:"removed"`
+	PublicKey       plan.Key   `json:"publicKey"`
+	Endpoint        string     `json:"endpoint,omitempty"`
+	ObservedAddress string     `json:"observedAddress,omitempty"`
+	TransitAddress  netip.Addr `json:"transitAddress"`
+	// Generation of the gateway's current plan, and the one it applied.
+	PlanGeneration    int64     `json:"planGeneration"`
+	AppliedGeneration int64     `json:"appliedGeneration"`
+	AppliedRevision   int       `json:"appliedRevision"`
+	ApplyError        string    `json:"applyError,omitempty"`
+	LastReport        time.Time `json:"lastReport,omitempty"`
+}
+
+// Site is the read model of a site.
+type Site struct {
+	Name     string         `json:"name"`
+	Provider string         `json:"provider"`
+	Region   string         `json:"region,omitempty"`
+	Prefixes []netip.Prefix `json:"prefixes"`
+	Gateways []string       `json:"gateways"`
+}
+
+// Link is the read model of a link, as the gateway From reports it.
+type Link struct {
+	From          string    `json:"from"`
+	To            string    `json:"to"`
+	Up            bool      `json:"up"` // a handshake within the last 3 minutes
+	Endpoint      string    `json:"endpoint,omitempty"`
+	LastHandshake time.Time `json:"lastHandshake,omitempty"`
+	RxBytes       int64     `json:"rxBytes"`
+	TxBytes       int64     `json:"txBytes"`
+}
+
+// Network is the read model of a network.
+type Network struct {
+	Name  string   `json:"name"`
+	ID    int      `json:"id"`
+	Mode  string   `json:"mode"`
+	Sites []string `json:"sites"`
+}
+
+// Overview answers GET /v1/status.
+type Overview struct {
+	Revision   int       `json:"revision"`
+	Generation int64     `json:"generation"`
+	Gateways   []Gateway `json:"gateways"`
+	Links      []Link    `json:"links"`
+}
