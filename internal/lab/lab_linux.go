@@ -481,6 +481,18 @@ func (l *Lab) build(ctx context.Context) error {
 			return err
 		}
 	}
+	if m := l.Manager; m != nil {
+		pub, err := b.veth(m, PublicInterface, l.Internet, "mgr0", mtu)
+		if err != nil {
+			return err
+		}
+		if err := b.addr(m, pub, m.Public); err != nil {
+			return err
+		}
+		if err := b.route(m, pub, netip.MustParsePrefix("0.0.0.0/0"), m.Via, netlink.FLAG_ONLINK); err != nil {
+			return err
+		}
+	}
 	for _, s := range l.Sites() {
 		for _, h := range l.hosts[s] {
 			if err := ctx.Err(); err != nil {

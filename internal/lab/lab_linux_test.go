@@ -470,3 +470,39 @@ func TestUpFailureLeavesNothing(t *testing.T) {
 		t.Errorf("failed Up left something behind:\n%s", st)
 	}
 }
+
+// TestLabManager: a lab with a manager node puts it on the internet with a
+// public address of its own that gateways reach and hosts do not.
+func TestLabManager(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := testName("m")
+	t.Cleanup(func() { Down(context.Background(), name) })
+	l, err := Up(ctx, Config{Federation: threeSites(), Name: name, Manager: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := l.Manager
+	if m == nil || m.Role != RoleManager || !m.Public.IsValid() || l.Node("manager") != m {
+		t.Fatalf("manager node %+v", m)
+	}
+	for _, g := range l.Gateways() {
+		if g.Public == m.Public {
+			t.Errorf("manager and %s share %s", g, m.Public)
+		}
+		if r, err := Ping(ctx, g, m.Public.Addr(), 1, 200*time.Millisecond); err != nil || r.Received != 1 {
+			t.Errorf("%s -> manager %s: %v %v", g, m.Public.Addr(), r, err)
+		}
+	}
+	h := l.Hosts(l.Sites()[0])[0]
+	if r, err := Ping(ctx, h, m.Public.Addr(), 1, 200*time.Millisecond); err == nil && r.Received != 0 {
+		t.Errorf("host %s reaches the manager's public address without a gateway route", h)
+	}
+	if err := l.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := Status(ctx, name); st.Exists() {
+		t.Errorf("left behind:\n%s", st)
+	}
+}

@@ -68,6 +68,9 @@ type Config struct {
 	Dir string
 	// HostsPerSite overrides the spec's lab.hostsPerSite (default 2).
 	HostsPerSite int
+	// Manager adds a node "manager" on the internet, with a public address
+	// of its own, for `fednet manager` (Lab.Manager).
+	Manager bool
 }
 
 // Role says what a node stands for.
@@ -79,6 +82,7 @@ const (
 	RoleSwitch
 	RoleGateway
 	RoleHost
+	RoleManager
 )
 
 // String returns the role's lowercase name.
@@ -92,6 +96,8 @@ func (r Role) String() string {
 		return "gateway"
 	case RoleHost:
 		return "host"
+	case RoleManager:
+		return "manager"
 	}
 	return "role(" + strconv.Itoa(int(r)) + ")"
 }
@@ -119,7 +125,8 @@ type Node struct {
 	// address (route for the overlay supernet).
 	Via netip.Addr
 	// Dir is a gateway's state directory, <lab dir>/gw-<name>, for its key,
-	// plan and private /run/wireguard; empty for other roles.
+	// plan and private /run/wireguard; the manager's data directory,
+	// <lab dir>/manager; empty for other roles.
 	Dir string
 
 	// gwIndex numbers gateways across the lab (internet bridge port names);
@@ -152,6 +159,9 @@ type Lab struct {
 	Internet *Node
 	// Supernet is the overlay supernet hosts route to their gateway.
 	Supernet netip.Prefix
+	// Manager is the manager's node when Config.Manager was set, else nil.
+	// Like a gateway it has a public address (Public, Via).
+	Manager *Node
 
 	nodes    []*Node // internet, then per site: switch, gateways, hosts
 	gateways []*Node // spec order
@@ -446,6 +456,17 @@ func newLab(cfg Config) (*Lab, error) {
 		r, _ := publicRange(a)
 		p.n.Public = netip.PrefixFrom(a, 32)
 		p.n.Via = r.Addr()
+	}
+	if cfg.Manager {
+		m := &Node{Name: "manager", Role: RoleManager, Namespace: pre + "mgr", Dir: filepath.Join(dir, "manager")}
+		if a, ok := free(); ok {
+			r, _ := publicRange(a)
+			m.Public, m.Via = netip.PrefixFrom(a, 32), r.Addr()
+			l.Manager = m
+			addNode(m)
+		} else {
+			fail("manager: no free public address left in the lab's ranges")
+		}
 	}
 	for _, n := range l.nodes {
 		if len(n.Namespace) > 255 {

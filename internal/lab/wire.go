@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -32,6 +33,11 @@ type WireReport struct {
 	// other ports, and IP fragments after the first, whose ports cannot be
 	// seen).
 	NonWireGuard int
+	// Control counts packets to or from a control-plane address (the
+	// manager): agents talk to it over HTTPS, not WireGuard, so these are
+	// not Gateway packets. They still count as Plaintext if they carry an
+	// overlay address.
+	Control int
 	// Plaintext counts packets whose IP source or destination lies in the
 	// overlay supernet: overlay traffic on the internet in clear.
 	Plaintext int
@@ -45,8 +51,8 @@ type WireReport struct {
 
 // String summarises the report.
 func (r WireReport) String() string {
-	return fmt.Sprintf("%d IP packets, %d between gateways (%d WireGuard, %d other), %d plaintext overlay",
-		r.Packets, r.Gateway, r.WireGuard, r.NonWireGuard, r.Plaintext)
+	return fmt.Sprintf("%d IP packets, %d between gateways (%d WireGuard, %d other), %d control plane, %d plaintext overlay",
+		r.Packets, r.Gateway, r.WireGuard, r.NonWireGuard, r.Control, r.Plaintext)
 }
 
 // isGatewayAddr reports whether a is a possible gateway public address of
@@ -61,8 +67,9 @@ func isGatewayAddr(a netip.Addr) bool {
 // gateways that are not UDP on wgPort, and the packets that carry an
 // address of the overlay supernet in their IP header. Only the outer IP
 // header is read. A capture cut short in its last packet is read up to
-// that packet.
-func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int) (WireReport, error) {
+// that packet. Packets to or from a control address are counted in
+// Control instead of Gateway.
+func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...netip.Addr) (WireReport, error) {
 	var r WireReport
 	f, err := os.Open(pcapPath)
 	if err != nil {
@@ -171,6 +178,10 @@ func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int) (WireReport,
 		if overlay.Contains(src) || overlay.Contains(dst) {
 			r.Plaintext++
 			r.PlaintextSamples = sample(r.PlaintextSamples, desc)
+		}
+		if slices.Contains(control, src) || slices.Contains(control, dst) {
+			r.Control++
+			continue
 		}
 		if !isGatewayAddr(src) || !isGatewayAddr(dst) {
 			continue

@@ -165,6 +165,17 @@ func TestAnalyzeWire(t *testing.T) {
 		t.Errorf("with port 51821: %v", r)
 	}
 
+	// A control-plane address (the manager) takes its packets out of the
+	// gateway pairs: gwC's ICMP is then control traffic, not a gateway
+	// packet that is not WireGuard.
+	r, err = AnalyzeWire(path, overlay, 51820, netip.MustParseAddr(gwC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Control != 3 || r.Gateway != 5 || r.NonWireGuard != 3 || r.Plaintext != 2 {
+		t.Errorf("with %s as control address: %v, want 3 control, 5 gateway, 3 other, 2 plaintext", gwC, r)
+	}
+
 	// A capture cut inside its last packet (the ARP frame) is read up to
 	// that packet.
 	b, err := os.ReadFile(path)
