@@ -1,0 +1,185 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fednet/fednet/internal/api"
+)
+
+// GetSpec returns the current spec and its revision.
+func (c *Client) GetSpec(ctx context.Context) (*api.SpecResponse, error) {
+	var out api.SpecResponse
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: api.PathSpec}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PutSpec sends a spec document. With dryRun the manager validates it and
+// returns the diff without storing anything; otherwise a changed spec
+// becomes a new revision (SpecResponse.Changed says whether it did). A
+// spec that fails validation is a *Error with status 422 and every
+// problem.
+func (c *Client) PutSpec(ctx context.Context, yaml string, dryRun bool) (*api.SpecResponse, error) {
+	var q url.Values
+	if dryRun {
+		q = url.Values{"dryRun": {"true"}}
+	}
+	var out api.SpecResponse
+	r := request{method: http.MethodPut, path: api.PathSpec, query: q, body: api.SpecRequest{YAML: yaml}}
+	if _, err := c.do(ctx, r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Revisions lists the stored spec revisions.
+func (c *Client) Revisions(ctx context.Context) ([]api.Revision, error) {
+	var out []api.Revision
+	_, err := c.do(ctx, request{method: http.MethodGet, path: api.PathRevisions}, &out)
+	return out, err
+}
+
+// CreateToken creates a one-time join token for gateway; ttl 0 takes the
+// manager's default. The returned Token.Token is the only copy of the
+// secret-carrying string.
+func (c *Client) CreateToken(ctx context.Context, gateway string, ttl time.Duration) (*api.Token, error) {
+	req := api.TokenRequest{Gateway: gateway}
+	if ttl > 0 {
+		req.TTL = ttl.String()
+	}
+	var out api.Token
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: api.PathTokens, body: req}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Tokens lists the join tokens (without their secrets).
+func (c *Client) Tokens(ctx context.Context) ([]api.Token, error) {
+	var out []api.Token
+	_, err := c.do(ctx, request{method: http.MethodGet, path: api.PathTokens}, &out)
+	return out, err
+}
+
+// RevokeToken revokes the join token with the given id.
+func (c *Client) RevokeToken(ctx context.Context, id string) error {
+	p := strings.Replace(api.PathToken, "{id}", url.PathEscape(id), 1)
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: p}, nil)
+	return err
+}
+
+// Enroll enrolls a gateway with a join token's secret (not the client's
+// token) and returns its credential. A used, expired or revoked token is a
+// *Error (409 or 401).
+func (c *Client) Enroll(ctx context.Context, secret string, req api.EnrollRequest) (*api.EnrollResponse, error) {
+	if secret == "" {
+		return nil, errors.New("enrolling: the join token secret is empty")
+	}
+	var out api.EnrollResponse
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: api.PathEnroll, body: req, token: secret}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WatchPlan long-polls the plan of gateway. It returns the plan and
+// changed=true as soon as the gateway's plan generation is above after,
+// or changed=false (and a nil plan) when timeout passes first (the manager
+// answers 204). timeout 0 takes the manager's default. The request is
+// bounded by timeout plus the client's timeout.
+func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, timeout time.Duration) (resp *api.PlanResponse, changed bool, err error) {
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	if timeout > 0 {
+		q.Set("timeout", formatDuration(timeout))
+	}
+	r := request{method: http.MethodGet, path: gatewayPath(api.PathPlan, gateway), query: q}
+	r.timeout = c.timeout + max(timeout, 30*time.Second)
+	var out api.PlanResponse
+	status, err := c.do(ctx, r, &out)
+	if err != nil {
+		return nil, false, err
+	}
+	if status == http.StatusNoContent {
+		return nil, false, nil
+	}
+	return &out, true, nil
+}
+
+// PutStatus sends a gateway's status report.
+func (c *Client) PutStatus(ctx context.Context, gateway string, report api.StatusReport) error {
+	_, err := c.do(ctx, request{method: http.MethodPut, path: gatewayPath(api.PathStatus, gateway), body: report}, nil)
+	return err
+}
+
+// PutKey sends a gateway's new public key, answering rotation request
+// req.Rotation.
+func (c *Client) PutKey(ctx context.Context, gateway string, req api.KeyRequest) error {
+	_, err := c.do(ctx, request{method: http.MethodPut, path: gatewayPath(api.PathKey, gateway), body: req}, nil)
+	return err
+}
+
+// Rotate asks gateway's agent to roll its WireGuard key.
+func (c *Client) Rotate(ctx context.Context, gateway string) error {
+	_, err := c.do(ctx, request{method: http.MethodPost, path: gatewayPath(api.PathRotate, gateway)}, nil)
+	return err
+}
+
+// RemoveGateway revokes gateway: it leaves every plan and its credential
+// is refused from then on.
+func (c *Client) RemoveGateway(ctx context.Context, gateway string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: gatewayPath(api.PathGateway, gateway)}, nil)
+	return err
+}
+
+// Gateways lists the gateways.
+func (c *Client) Gateways(ctx context.Context) ([]api.Gateway, error) {
+	var out []api.Gateway
+	_, err := c.do(ctx, request{method: http.MethodGet, path: api.PathGateways}, &out)
+	return out, err
+}
+
+// Gateway returns one gateway.
+func (c *Client) Gateway(ctx context.Context, name string) (*api.Gateway, error) {
+	var out api.Gateway
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: gatewayPath(api.PathGateway, name)}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Sites lists the sites of the current spec.
+func (c *Client) Sites(ctx context.Context) ([]api.Site, error) {
+	var out []api.Site
+	_, err := c.do(ctx, request{method: http.MethodGet, path: api.PathSites}, &out)
+	return out, err
+}
+
+// Links lists the links as their gateways report them.
+func (c *Client) Links(ctx context.Context) ([]api.Link, error) {
+	var out []api.Link
+	_, err := c.do(ctx, request{method: http.MethodGet, path: api.PathLinks}, &out)
+	return out, err
+}
+
+// Networks lists the networks of the current spec.
+func (c *Client) Networks(ctx context.Context) ([]api.Network, error) {
+	var out []api.Network
+	_, err := c.do(ctx, request{method: http.MethodGet, path: api.PathNetworks}, &out)
+	return out, err
+}
+
+// Overview returns the one-screen status of the federation.
+func (c *Client) Overview(ctx context.Context) (*api.Overview, error) {
+	var out api.Overview
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: api.PathFederation}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

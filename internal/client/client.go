@@ -1,0 +1,417 @@
+// Package client is the typed client of the manager's HTTPS JSON API
+// (internal/api), used by the operator CLI and by agents in managed mode.
+//
+// A Client trusts exactly one certificate authority: the one whose DER
+// bytes hash (SHA-256) to Config.CAFingerprint, which a join token or
+// "fednet login" pins. The system roots are never consulted. A Client is
+// safe for concurrent use; it holds no state besides its configuration and
+// an HTTP connection pool.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fednet/fednet/internal/api"
+)
+
+// DefaultTimeout bounds one request (for a plan watch: on top of the
+// watch's own timeout) when Config.Timeout is zero.
+const DefaultTimeout = 15 * time.Second
+
+// maxResponseBytes bounds how much of a response body the client reads.
+const maxResponseBytes = 64 << 20
+
+// Config says which manager to talk to and how to authenticate.
+type Config struct {
+	// URL is the manager's base URL, https://host:port. Required.
+	URL string
+	// Token is the bearer token of every call: the admin token for
+	// operators, a gateway's credential for agents. Enroll uses the join
+	// token's secret instead. May be empty for a client that only enrolls.
+	Token string
+	// CAFingerprint is the hex SHA-256 of the manager CA certificate's DER
+	// bytes (colons and case are ignored). Required.
+	CAFingerprint string
+	// Timeout bounds each request; DefaultTimeout when zero.
+	Timeout time.Duration
+}
+
+// Client calls the manager's API. Methods are safe for concurrent use and
+// return a *Error for every answer of the manager that is not a success.
+type Client struct {
+	base    *url.URL
+	token   string
+	timeout time.Duration
+	hc      *http.Client
+}
+
+// ErrUntrusted is wrapped by the error of every call whose TLS handshake
+// failed because the manager's certificate is not signed by the pinned CA.
+var ErrUntrusted = errors.New("manager certificate is not trusted")
+
+// New checks cfg and returns a Client. It does not contact the manager.
+func New(cfg Config) (*Client, error) {
+	base, err := ParseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := ParseFingerprint(cfg.CAFingerprint)
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	tr := &http.Transport{
+		Proxy:               nil, // the manager is reached directly
+		DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     pinnedTLS(fp, base.Hostname()),
+		TLSHandshakeTimeout: timeout,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &Client{
+		base:    base,
+		token:   cfg.Token,
+		timeout: timeout,
+		hc:      &http.Client{Transport: tr},
+	}, nil
+}
+
+// URL returns the manager's base URL.
+func (c *Client) URL() string { return c.base.String() }
+
+// Close releases idle connections. The Client stays usable.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// ParseURL checks a manager URL: https, a host, nothing after the path.
+func ParseURL(s string) (*url.URL, error) {
+	if s == "" {
+		return nil, errors.New("manager URL is empty: pass --manager https://HOST:PORT")
+	}
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil {
+		return nil, fmt.Errorf("manager URL %q is not a URL: %w", s, err)
+	}
+	if u.Scheme != "https" {
+		return nil, fmt.Errorf("manager URL %q must start with https:// (the manager serves HTTPS only)", s)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return nil, fmt.Errorf("manager URL %q has no host: use https://HOST:PORT", s)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("manager URL %q must be https://HOST:PORT with no user, query or fragment", s)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	return u, nil
+}
+
+// ParseFingerprint decodes a hex SHA-256 fingerprint, ignoring case, colons
+// and spaces (so the output of openssl x509 -fingerprint -sha256 works).
+func ParseFingerprint(s string) ([sha256.Size]byte, error) {
+	var fp [sha256.Size]byte
+	clean := strings.Map(func(r rune) rune {
+		if r == ':' || r == ' ' {
+			return -1
+		}
+		return r
+	}, strings.TrimSpace(s))
+	if clean == "" {
+		return fp, errors.New("CA fingerprint is empty: pass --ca-fingerprint HEX (the manager prints it at start; join tokens carry it)")
+	}
+	b, err := hex.DecodeString(clean)
+	if err != nil || len(b) != sha256.Size {
+		return fp, fmt.Errorf("CA fingerprint %q is not a SHA-256 in hex (64 hex digits)", s)
+	}
+	copy(fp[:], b)
+	return fp, nil
+}
+
+// Fingerprint returns the hex SHA-256 of a certificate's DER bytes, the
+// form Config.CAFingerprint takes.
+func Fingerprint(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
+
+// pinnedTLS returns a TLS 1.3 configuration that trusts only the CA whose
+// DER hashes to fp, which must be in the chain the server presents, and
+// checks the leaf's name against host (a DNS name or an IP address).
+func pinnedTLS(fp [sha256.Size]byte, host string) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		ServerName: host,
+		// The standard verification would use the system roots; the
+		// callback below does the full verification against the pinned CA.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			return verifyPinned(raw, fp, host)
+		},
+	}
+}
+
+// verifyPinned verifies the chain raw (leaf first) against the one CA in it
+// whose fingerprint is fp.
+func verifyPinned(raw [][]byte, fp [sha256.Size]byte, host string) error {
+	if len(raw) == 0 {
+		return fmt.Errorf("%w: no certificate presented", ErrUntrusted)
+	}
+	certs := make([]*x509.Certificate, len(raw))
+	var ca *x509.Certificate
+	var seen []string
+	for i, der := range raw {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return fmt.Errorf("%w: certificate %d: %w", ErrUntrusted, i, err)
+		}
+		certs[i] = c
+		if sha256.Sum256(der) == fp {
+			ca = c
+		}
+		seen = append(seen, Fingerprint(der))
+	}
+	if ca == nil {
+		return fmt.Errorf("%w: no certificate in the chain has the pinned CA fingerprint %x (chain: %s); check --ca-fingerprint or the join token",
+			ErrUntrusted, fp[:], strings.Join(seen, ", "))
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		if c != ca {
+			inter.AddCert(c)
+		}
+	}
+	_, err := certs[0].Verify(x509.VerifyOptions{
+		DNSName:       host,
+		Roots:         roots,
+		Intermediates: inter,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUntrusted, err)
+	}
+	return nil
+}
+
+// Error is a manager's answer that is not a success: the HTTP status and
+// the api.Error body (or what could be made of a body that is not one),
+// whose fields (Code, Message, Field, Problems) it promotes.
+type Error struct {
+	Status int
+	apiError
+}
+
+// apiError lets Error embed api.Error, whose field name would clash with
+// the Error method.
+type apiError = api.Error
+
+// API returns the body the manager sent.
+func (e *Error) API() api.Error { return e.apiError }
+
+// Error returns "manager: STATUS CODE: MESSAGE", followed by every problem
+// of a rejected spec that the message does not already hold, one a line.
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "manager: %d %s: ", e.Status, e.Code)
+	msg := e.Message
+	problems := make([]string, 0, len(e.Problems))
+	for _, p := range e.Problems {
+		if s := problemString(p); !strings.Contains(msg, s) {
+			problems = append(problems, s)
+		}
+	}
+	if msg == "" && len(problems) > 0 {
+		msg, problems = problems[0], problems[1:]
+	}
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	b.WriteString(msg)
+	for _, p := range problems {
+		b.WriteString("\n  ")
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// problemString formats p like spec.Problem.String: "line 12: path: message".
+func problemString(p api.Problem) string {
+	var b strings.Builder
+	if p.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", p.Line)
+	}
+	if p.Path != "" {
+		b.WriteString(p.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Message)
+	return b.String()
+}
+
+// StatusOf returns the HTTP status of a *Error in err's chain, or 0 when
+// err is not an answer of the manager (nil, a network error, ...).
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// IsAuth reports whether err is the manager refusing the caller's token
+// (401) or what it asked (403).
+func IsAuth(err error) bool {
+	s := StatusOf(err)
+	return s == http.StatusUnauthorized || s == http.StatusForbidden
+}
+
+// request is one API call.
+type request struct {
+	method string
+	path   string // with {name} / {id} already filled
+	query  url.Values
+	body   any    // JSON-encoded when not nil
+	token  string // overrides the client's token when not empty
+	// timeout, when not zero, replaces the client's timeout.
+	timeout time.Duration
+}
+
+// do performs r and decodes a success answer into out (unless out is nil
+// or the answer has no body). It returns the HTTP status of a success.
+func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
+	timeout := r.timeout
+	if timeout <= 0 {
+		timeout = c.timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	u := c.base.String() + r.path // r.path is escaped already
+	if len(r.query) > 0 {
+		u += "?" + r.query.Encode()
+	}
+	var body io.Reader
+	if r.body != nil {
+		data, err := json.Marshal(r.body)
+		if err != nil {
+			return 0, fmt.Errorf("encoding %s %s: %w", r.method, r.path, err)
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u, body)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", r.method, r.path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "fednet")
+	if r.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	token := r.token
+	if token == "" {
+		token = c.token
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, c.connError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return 0, fmt.Errorf("reading the answer of the manager at %s to %s %s: %w", c.base, r.method, r.path, c.connError(err))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, decodeError(resp.StatusCode, data)
+	}
+	if out != nil && resp.StatusCode != http.StatusNoContent && len(bytes.TrimSpace(data)) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("decoding the answer of the manager at %s to %s %s: %w", c.base, r.method, r.path, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// connError names the manager's URL in an error that happened before any
+// answer.
+func (c *Client) connError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the URL is said below, once
+	}
+	if errors.Is(err, ErrUntrusted) {
+		return fmt.Errorf("manager at %s: %w", c.base, err)
+	}
+	return fmt.Errorf("cannot reach the manager at %s: %w", c.base, err)
+}
+
+// decodeError makes a *Error of a non-success answer.
+func decodeError(status int, data []byte) error {
+	e := &Error{Status: status}
+	if err := json.Unmarshal(data, &e.apiError); err != nil || (e.Code == "" && e.Message == "") {
+		e.apiError = api.Error{Message: strings.TrimSpace(string(data))}
+		if len(e.Message) > 200 {
+			e.Message = e.Message[:200] + "..."
+		}
+	}
+	if e.Code == "" {
+		e.Code = codeFor(status)
+	}
+	return e
+}
+
+// codeFor is the api code that goes with an HTTP status.
+func codeFor(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return api.CodeBadRequest
+	case http.StatusUnauthorized:
+		return api.CodeUnauthenticated
+	case http.StatusForbidden:
+		return api.CodeForbidden
+	case http.StatusNotFound:
+		return api.CodeNotFound
+	case http.StatusConflict:
+		return api.CodeConflict
+	case http.StatusRequestEntityTooLarge:
+		return api.CodeTooLarge
+	case http.StatusUnprocessableEntity:
+		return api.CodeInvalidSpec
+	case http.StatusUnsupportedMediaType:
+		return api.CodeUnsupportedType
+	}
+	return strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "_")
+}
+
+// gatewayPath fills {name} of a gateway path.
+func gatewayPath(p, name string) string {
+	return strings.Replace(p, "{name}", url.PathEscape(name), 1)
+}
+
+// formatDuration renders d for a query parameter ("30s", "1.5s").
+func formatDuration(d time.Duration) string {
+	if d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
+}
