@@ -1,0 +1,548 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+
+	"github.com/fednet/fednet/internal/agent"
+	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/client"
+	"github.com/fednet/fednet/internal/client/clienttest"
+	"github.com/fednet/fednet/internal/dataplane"
+	"github.com/fednet/fednet/internal/plan"
+)
+
+// federation is the control plane the managed-agent tests run against.
+type federation interface {
+	URL() string
+	CAFingerprint() string
+	AdminToken() string
+}
+
+// fed is a manager with the three-site spec applied and an admin client.
+type fed struct {
+	*clienttest.Manager
+	admin *client.Client
+	yaml  string
+}
+
+func newFed(t *testing.T) *fed {
+	t.Helper()
+	m := clienttest.NewManager(t)
+	admin, err := client.New(client.Config{URL: m.URL(), Token: m.AdminToken(), CAFingerprint: m.CAFingerprint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "three-sites.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fed{Manager: m, admin: admin, yaml: string(data)}
+	if _, err := admin.PutSpec(context.Background(), f.yaml, false); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fed) token(t *testing.T, gateway string) string {
+	t.Helper()
+	tok, err := f.admin.CreateToken(context.Background(), gateway, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Token
+}
+
+// setMTU applies the spec with another underlay MTU; the tunnel MTU is
+// 60 less.
+func (f *fed) setMTU(t *testing.T, underlay string) {
+	t.Helper()
+	y := strings.Replace(f.yaml, "underlayMTU: 1500", "underlayMTU: "+underlay, 1)
+	if _, err := f.admin.PutSpec(context.Background(), y, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// enrollPeer enrolls gateway with a made-up key, as if its agent had.
+func (f *fed) enrollPeer(t *testing.T, gateway string) plan.Key {
+	t.Helper()
+	jt, err := api.ParseJoinToken(f.token(t, gateway))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(client.Config{URL: jt.Manager, CAFingerprint: jt.CAFingerprint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k, _ := wgtypes.GeneratePrivateKey()
+	if _, err := c.Enroll(context.Background(), jt.Secret, api.EnrollRequest{PublicKey: plan.Key(k.PublicKey())}); err != nil {
+		t.Fatal(err)
+	}
+	return plan.Key(k.PublicKey())
+}
+
+// dataplanes hands out fake dataplanes and remembers the keys they were
+// made for.
+type dataplanes struct {
+	mu    sync.Mutex
+	keys  []plan.Key
+	fakes []*dataplane.Fake
+	// fresh makes every call return a new fake (else the first is reused).
+	fresh bool
+}
+
+func (d *dataplanes) new(k plan.Key) (dataplane.Dataplane, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.keys = append(d.keys, k)
+	if d.fresh || len(d.fakes) == 0 {
+		d.fakes = append(d.fakes, dataplane.NewFake())
+	}
+	return d.fakes[len(d.fakes)-1], nil
+}
+
+func (d *dataplanes) last() *dataplane.Fake {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.fakes) == 0 {
+		return dataplane.NewFake()
+	}
+	return d.fakes[len(d.fakes)-1]
+}
+
+func (d *dataplanes) built() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.keys)
+}
+
+// running is an agent started by startAgent.
+type running struct {
+	done   chan struct{} // closed when Run returned
+	err    error         // what Run returned, once done
+	cancel context.CancelFunc
+	logs   *logs
+}
+
+// stop cancels the agent and returns what Run returned.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	return r.wait(t)
+}
+
+// wait returns what Run returned, within a deadline.
+func (r *running) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not end within 10s")
+		return nil
+	}
+}
+
+func startAgent(t *testing.T, cfg agent.ManagedConfig) *running {
+	t.Helper()
+	l := &logs{}
+	cfg.Logf = l.logf
+	if cfg.StatusInterval == 0 {
+		cfg.StatusInterval = 50 * time.Millisecond
+	}
+	if cfg.BackoffMax == 0 {
+		cfg.BackoffMin, cfg.BackoffMax = 10*time.Millisecond, 50*time.Millisecond
+	}
+	if cfg.WatchTimeout == 0 {
+		cfg.WatchTimeout = 2 * time.Second
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 2 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{done: make(chan struct{}), cancel: cancel, logs: l}
+	go func() {
+		defer close(r.done)
+		r.err = agent.RunManaged(ctx, cfg)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+			t.Error("the agent did not stop within 10s of cancel")
+		}
+	})
+	return r
+}
+
+func readCredential(t *testing.T, dir string) agent.Credential {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, agent.CredentialFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c agent.Credential
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func filePublicKey(t *testing.T, path string) plan.Key {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := wgtypes.ParseKey(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan.Key(k.PublicKey())
+}
+
+func mode(t *testing.T, path string) os.FileMode {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode().Perm()
+}
+
+// reportedGeneration is the generation of the last status report.
+func reportedGeneration(f *fed, gw string) int64 {
+	r, _ := f.Report(gw)
+	return r.Generation
+}
+
+func TestManagedEnrollsAndApplies(t *testing.T) {
+	f := newFed(t)
+	dir := filepath.Join(t.TempDir(), "agent")
+	dps := &dataplanes{}
+	startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), Endpoint: "198.51.100.10:51820", NewDataplane: dps.new})
+
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+	eventually(t, "a status report of the applied plan", func() bool {
+		return reportedGeneration(f, "aws-gw") == f.Generation("aws-gw") && f.Generation("aws-gw") > 0
+	})
+	if got := mode(t, dir); got != 0o700 {
+		t.Errorf("data dir mode %v, want 0700", got)
+	}
+	for _, name := range []string{agent.KeyFile, agent.CredentialFile, agent.PlanFile} {
+		if got := mode(t, filepath.Join(dir, name)); got != 0o600 {
+			t.Errorf("%s mode %v, want 0600", name, got)
+		}
+	}
+	pub := filePublicKey(t, filepath.Join(dir, agent.KeyFile))
+	if f.PublicKey("aws-gw") != pub {
+		t.Errorf("manager has key %v, the agent's key file has public key %v", f.PublicKey("aws-gw"), pub)
+	}
+	if dps.keys[0] != plan.Key(mustKey(t, filepath.Join(dir, agent.KeyFile))) {
+		t.Error("the dataplane was not built with the key file's private key")
+	}
+	cred := readCredential(t, dir)
+	if cred.Gateway != "aws-gw" || cred.Manager != f.URL() || cred.CAFingerprint != f.CAFingerprint() || cred.Credential == "" {
+		t.Errorf("credential %+v", cred)
+	}
+	priv, _ := os.ReadFile(filepath.Join(dir, agent.KeyFile))
+	cache, _ := os.ReadFile(filepath.Join(dir, agent.PlanFile))
+	credData, _ := os.ReadFile(filepath.Join(dir, agent.CredentialFile))
+	if strings.Contains(string(cache)+string(credData), strings.TrimSpace(string(priv))) {
+		t.Error("the private key is in the credential or the plan cache")
+	}
+	gws, err := f.admin.Gateways(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gws {
+		if g.Name == "aws-gw" && (!g.Enrolled || g.AppliedGeneration != g.PlanGeneration) {
+			t.Errorf("manager sees aws-gw as %+v", g)
+		}
+	}
+}
+
+func mustKey(t *testing.T, path string) wgtypes.Key {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := wgtypes.ParseKey(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestManagedFollowsSpecChanges(t *testing.T) {
+	f := newFed(t)
+	dps := &dataplanes{}
+	dir := t.TempDir()
+	startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+
+	// A peer enrolls: its key reaches this agent's device.
+	key := f.enrollPeer(t, "azure-gw")
+	eventually(t, "the new peer on the device", func() bool {
+		s := dps.last().State()
+		if s.WireGuard == nil {
+			return false
+		}
+		for _, p := range s.WireGuard.Peers {
+			if p.PublicKey == key {
+				return true
+			}
+		}
+		return false
+	})
+	f.setMTU(t, "1400")
+	eventually(t, "the new MTU", func() bool { return mtu(dps.last()) == 1340 })
+	eventually(t, "the cache holding the new plan", func() bool {
+		p, err := agent.LoadCachedPlan(dir)
+		return err == nil && p.Plan.Interface.MTU == 1340
+	})
+}
+
+func TestManagedRestartWithoutManager(t *testing.T) {
+	f := newFed(t)
+	dir := t.TempDir()
+	first := &dataplanes{}
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: first.new})
+	eventually(t, "the first plan applied", func() bool { return mtu(first.last()) == 1440 })
+	eventually(t, "the plan cached", func() bool { _, err := agent.LoadCachedPlan(dir); return err == nil })
+	if err := a.stop(t); err != nil {
+		t.Fatalf("Run returned %v after cancel", err)
+	}
+	if s := first.last().State(); s.Link == nil {
+		t.Fatal("stopping the agent removed the tunnel")
+	}
+
+	// The manager goes away; the gateway reboots (an empty machine) and its
+	// agent starts again.
+	f.Down()
+	watches := f.Requests("GET /v1/gateways/aws-gw/plan")
+	second := &dataplanes{}
+	b := startAgent(t, agent.ManagedConfig{DataDir: dir, NewDataplane: second.new})
+	eventually(t, "the cached plan applied without the manager", func() bool { return mtu(second.last()) == 1440 })
+	want := first.last().State()
+	if got := second.last().State(); got.String() != want.String() {
+		t.Errorf("restored state\n%s\nwant\n%s", got, want)
+	}
+	eventually(t, "a logged outage", func() bool { return b.logs.has("watching the plan") })
+
+	// The manager comes back: the agent finds it by itself and catches up.
+	f.Up()
+	eventually(t, "the agent watching again", func() bool { return f.Requests("GET /v1/gateways/aws-gw/plan") > watches })
+	f.setMTU(t, "1420")
+	eventually(t, "the change made while away", func() bool { return mtu(second.last()) == 1360 })
+	eventually(t, "the recovery logged", func() bool { return b.logs.has("works again") })
+}
+
+func TestManagedRemovedGatewayStops(t *testing.T) {
+	f := newFed(t)
+	dps := &dataplanes{}
+	a := startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+	before := dps.last().State()
+	if err := f.admin.RemoveGateway(context.Background(), "aws-gw"); err != nil {
+		t.Fatal(err)
+	}
+	err := a.wait(t)
+	if err == nil || !strings.Contains(err.Error(), "aws-gw was removed") || client.StatusOf(err) != 403 {
+		t.Fatalf("Run returned %v, want an error naming the removal with status 403", err)
+	}
+	if !a.logs.has("removed or its credential revoked") {
+		t.Error("the removal was not logged")
+	}
+	if got := dps.last().State(); got.String() != before.String() {
+		t.Errorf("the data plane changed after removal:\n%s\nwant\n%s", got, before)
+	}
+}
+
+func TestManagedKeyRotation(t *testing.T) {
+	f := newFed(t)
+	dir := t.TempDir()
+	dps := &dataplanes{fresh: true}
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+	keyFile := filepath.Join(dir, agent.KeyFile)
+	old := filePublicKey(t, keyFile)
+
+	if err := f.admin.Rotate(context.Background(), "aws-gw"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the manager holding a new key", func() bool { return f.PublicKey("aws-gw") != old })
+	eventually(t, "the key file replaced", func() bool { return filePublicKey(t, keyFile) == f.PublicKey("aws-gw") })
+	eventually(t, "the plan applied with the new key", func() bool { return dps.built() == 2 && mtu(dps.last()) == 1440 })
+	if dps.keys[1] != plan.Key(mustKey(t, keyFile)) {
+		t.Error("the new dataplane was not built with the new private key")
+	}
+	if _, err := os.Stat(filepath.Join(dir, agent.NewKeyFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left behind: %v", agent.NewKeyFile, err)
+	}
+	if got := mode(t, keyFile); got != 0o600 {
+		t.Errorf("new key file mode %v", got)
+	}
+	eventually(t, "the rotation counter saved", func() bool { return readCredential(t, dir).Rotation == 1 })
+	if !a.logs.has(old.String()) || !a.logs.has(f.PublicKey("aws-gw").String()) {
+		t.Error("the rotation log line lacks the old or the new public key")
+	}
+
+	// The agent keeps working with its new key after a restart.
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	again := &dataplanes{}
+	startAgent(t, agent.ManagedConfig{DataDir: dir, NewDataplane: again.new})
+	eventually(t, "the restarted agent applying", func() bool { return mtu(again.last()) == 1440 })
+	f.setMTU(t, "1400")
+	eventually(t, "a change after rotation", func() bool { return mtu(again.last()) == 1340 })
+	if again.keys[0] != dps.keys[1] {
+		t.Error("the restarted agent does not use the rotated key")
+	}
+}
+
+func TestManagedJoinTokenErrors(t *testing.T) {
+	f := newFed(t)
+	tok := f.token(t, "aws-gw")
+	dps := &dataplanes{}
+	startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: tok, NewDataplane: dps.new})
+	eventually(t, "the first agent enrolled", func() bool { return !f.PublicKey("aws-gw").IsZero() })
+
+	tests := []struct {
+		name  string
+		token string
+		want  string
+	}{
+		{"reused", tok, "409 conflict: join token"},
+		{"none", "", "fednet token create --gateway NAME"},
+		{"garbage", "hello", "not a join token"},
+		{"damaged", api.JoinTokenPrefix + "!!", "damaged"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			err := agent.RunManaged(context.Background(), agent.ManagedConfig{DataDir: dir, JoinToken: tt.token, NewDataplane: (&dataplanes{}).new})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err %v, want one containing %q", err, tt.want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, agent.CredentialFile)); err == nil {
+				t.Error("a failed enrollment wrote a credential")
+			}
+		})
+	}
+}
+
+func TestManagedTokenIgnoredOnceEnrolled(t *testing.T) {
+	f := newFed(t)
+	dir := t.TempDir()
+	tok := f.token(t, "aws-gw")
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: tok, NewDataplane: (&dataplanes{}).new})
+	eventually(t, "enrolled", func() bool { _, err := os.Stat(filepath.Join(dir, agent.CredentialFile)); return err == nil })
+	a.stop(t)
+	b := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: tok, NewDataplane: (&dataplanes{}).new})
+	eventually(t, "the log line", func() bool { return b.logs.has("ignoring --token") })
+	eventually(t, "still reporting", func() bool { return b.logs.has("gateway aws-gw: public key") })
+}
+
+func TestManagedMissingKeyWithCredential(t *testing.T) {
+	f := newFed(t)
+	dir := t.TempDir()
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: (&dataplanes{}).new})
+	eventually(t, "enrolled", func() bool { _, err := os.Stat(filepath.Join(dir, agent.CredentialFile)); return err == nil })
+	a.stop(t)
+	os.Remove(filepath.Join(dir, agent.KeyFile))
+	err := agent.RunManaged(context.Background(), agent.ManagedConfig{DataDir: dir, NewDataplane: (&dataplanes{}).new})
+	if err == nil || !strings.Contains(err.Error(), "private.key is missing") || !strings.Contains(err.Error(), "new join token") {
+		t.Fatalf("err %v, want one naming the missing key and the fix", err)
+	}
+}
+
+func TestManagedStatusReport(t *testing.T) {
+	f := newFed(t)
+	azure := f.enrollPeer(t, "azure-gw")
+	peers := &agent.FakePeers{}
+	hs := time.Now().Add(-7 * time.Second)
+	peers.Set("fed0", []agent.PeerStats{{PublicKey: azure, Endpoint: "203.0.113.99:51820", LastHandshake: hs, RxBytes: 1000, TxBytes: 2000}})
+	dps := &dataplanes{}
+	startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new, Peers: peers})
+	eventually(t, "a report with the link", func() bool {
+		r, _ := f.Report("aws-gw")
+		return len(r.Links) == 1 && r.Links[0].RxBytes == 1000
+	})
+	r, _ := f.Report("aws-gw")
+	l := r.Links[0]
+	if l.Peer != "azure-gw" || l.PublicKey != azure || l.Endpoint != "203.0.113.99:51820" || l.TxBytes != 2000 ||
+		!l.LastHandshake.Equal(hs) || l.HandshakeAge < 7*time.Second || l.HandshakeAge > time.Minute {
+		t.Errorf("link %+v", l)
+	}
+	if r.Revision != 1 || r.ApplyError != "" {
+		t.Errorf("report %+v", r)
+	}
+	links, err := f.admin.Links(context.Background())
+	if err != nil || len(links) != 1 || !links[0].Up {
+		t.Errorf("links %+v (%v)", links, err)
+	}
+
+	// An apply error is reported; a peer reader error only loses counters.
+	dps.last().SetFault(func(c dataplane.Change) error {
+		if strings.Contains(string(c), "mtu") {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	peers.SetError(errors.New("no device"))
+	f.setMTU(t, "1400")
+	eventually(t, "the apply error reported", func() bool {
+		r, _ := f.Report("aws-gw")
+		return strings.Contains(r.ApplyError, "boom") && r.Revision == 2 && len(r.Links) == 1 && r.Links[0].RxBytes == 0
+	})
+}
+
+func TestManagedStatusFailureIsNotFatal(t *testing.T) {
+	f := newFed(t)
+	f.Fail("PUT /v1/gateways/aws-gw/status", 500)
+	dps := &dataplanes{}
+	a := startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+	eventually(t, "the failure logged", func() bool { return a.logs.has("reporting status") })
+	f.setMTU(t, "1400")
+	eventually(t, "a change applied", func() bool { return mtu(dps.last()) == 1340 })
+	f.Fail("PUT /v1/gateways/aws-gw/status", 0)
+	eventually(t, "reports again", func() bool { return reportedGeneration(f, "aws-gw") == f.Generation("aws-gw") })
+}
+
+func TestManagedRefusedKeyIsNotRetried(t *testing.T) {
+	f := newFed(t)
+	f.Fail("PUT /v1/gateways/aws-gw/key", 409)
+	dir := t.TempDir()
+	dps := &dataplanes{}
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+	old := filePublicKey(t, filepath.Join(dir, agent.KeyFile))
+	if err := f.admin.Rotate(context.Background(), "aws-gw"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refusal logged", func() bool { return a.logs.has("refused our new key") })
+	f.setMTU(t, "1400")
+	eventually(t, "later plans applied", func() bool { return mtu(dps.last()) == 1340 })
+	if n := f.Requests("PUT /v1/gateways/aws-gw/key"); n != 1 {
+		t.Errorf("the refused key was sent %d times, want once", n)
+	}
+	if filePublicKey(t, filepath.Join(dir, agent.KeyFile)) != old || dps.built() != 1 {
+		t.Error("a refused key replaced the old one")
+	}
+}
