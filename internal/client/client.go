@@ -49,6 +49,10 @@ type Config struct {
 	CAFingerprint string
 	// Timeout bounds each request; DefaultTimeout when zero.
 	Timeout time.Duration
+	// DialContext, when set, opens the TCP connections (e.g. from inside
+	// another network namespace); a net.Dialer by default. The TLS
+	// handshake and pinning run on top of it unchanged.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Client calls the manager's API. Methods are safe for concurrent use and
@@ -78,9 +82,13 @@ func New(cfg Config) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	dial := cfg.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
+	}
 	tr := &http.Transport{
 		Proxy:               nil, // the manager is reached directly
-		DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dial,
 		TLSClientConfig:     pinnedTLS(fp, base.Hostname()),
 		TLSHandshakeTimeout: timeout,
 		ForceAttemptHTTP2:   true,

@@ -138,6 +138,31 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 }
 
+func TestDialContext(t *testing.T) {
+	srv := clienttest.NewServer(t, http.HandlerFunc(ok))
+	var mu sync.Mutex
+	var dialed []string
+	c, err := client.New(client.Config{URL: "https://127.0.0.1:1", CAFingerprint: srv.Fingerprint(),
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			mu.Lock()
+			dialed = append(dialed, addr)
+			mu.Unlock()
+			return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Sites(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dialed) != 1 || dialed[0] != "127.0.0.1:1" {
+		t.Errorf("dialed %v", dialed)
+	}
+}
+
 func TestUnreachableNamesTheURL(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
