@@ -113,6 +113,7 @@ type TokenRequest struct {
 type Token struct {
 	ID      string    `json:"id"`
 	Gateway string    `json:"gateway"`
+	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires"`
 	Used    bool      `json:"used"`
 	Revoked bool      `json:"revoked"`
@@ -133,6 +134,10 @@ type EnrollResponse struct {
 	Credential string `json:"credential"`
 	// ObservedAddress is the source address the manager saw.
 	ObservedAddress string `json:"observedAddress"`
+	// RotateKey is the key rotation request the enrolled key already
+	// answers (see PlanResponse.RotateKey): the agent should remember it as
+	// its last answered rotation, or it rolls its new key once more.
+	RotateKey int `json:"rotateKey"`
 }
 
 // PlanResponse answers the plan watch.
@@ -190,6 +195,12 @@ type Gateway struct {
 	AppliedRevision   int       `json:"appliedRevision"`
 	ApplyError        string    `json:"applyError,omitempty"`
 	LastReport        time.Time `json:"lastReport,omitempty"`
+	// EnrolledAt is when the gateway last enrolled (zero if never).
+	EnrolledAt time.Time `json:"enrolledAt,omitempty"`
+	// RotateKey counts the key rotations asked for; KeyRotation is the one
+	// the current key answers (below RotateKey: a rotation is pending).
+	RotateKey   int `json:"rotateKey"`
+	KeyRotation int `json:"keyRotation"`
 }
 
 // Site is the read model of a site.
