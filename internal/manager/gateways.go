@@ -1,0 +1,409 @@
+package manager
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/fednet/fednet/internal/api"
+)
+
+// Plan watch timeouts.
+const (
+	DefaultWatchTimeout = 30 * time.Second
+	MaxWatchTimeout     = 120 * time.Second
+)
+
+// LinkUpWithin is how recent a link's last handshake must be for the link
+// to count as up (WireGuard re-handshakes every 2 minutes while traffic
+// flows).
+const LinkUpWithin = 180 * time.Second
+
+// getPlan answers a gateway's plan watch: at once when the plan's
+// generation is above ?after (or after is absent, or above the manager's
+// own generation: the manager's state was reset), else when the plan
+// changes, or 204 when ?timeout passes first.
+func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r, "after", "timeout"); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var after int64
+	hasAfter := q.Has("after")
+	if hasAfter {
+		var err error
+		after, err = strconv.ParseInt(q.Get("after"), 10, 64)
+		if err != nil || after < 0 {
+			return fail(http.StatusBadRequest, "after", "query parameter after=%q: want a generation, a whole number of 0 or more", q.Get("after"))
+		}
+	}
+	timeout := DefaultWatchTimeout
+	if q.Has("timeout") {
+		var err error
+		if timeout, err = parseTimeout(q.Get("timeout")); err != nil {
+			return err
+		}
+	}
+	name := r.PathValue("name")
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	drain := drainOf(r.Context())
+	for {
+		st, changed := m.snapshot()
+		p, ok := st.plans[name]
+		if !ok {
+			return noPlan(st, name)
+		}
+		if !hasAfter || p.Generation > after || after > st.gen {
+			return writeJSON(w, http.StatusOK, api.PlanResponse{
+				Generation: p.Generation,
+				Revision:   p.Revision,
+				Plan:       p.plan,
+				RotateKey:  st.gateways[name].RotateRequested,
+			})
+		}
+		m.watchers.Add(1)
+		select {
+		case <-changed:
+			m.watchers.Add(-1)
+		case <-timer.C:
+			m.watchers.Add(-1)
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		case <-drain:
+			m.watchers.Add(-1)
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		case <-r.Context().Done():
+			m.watchers.Add(-1)
+			return nil // the client is gone; nobody reads an answer
+		}
+	}
+}
+
+// parseTimeout reads ?timeout: a Go duration ("30s") or whole seconds.
+func parseTimeout(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, errN := strconv.Atoi(s)
+		if errN != nil {
+			return 0, fail(http.StatusBadRequest, "timeout", "query parameter timeout=%q: want a duration like 30s (at most %s)", s, MaxWatchTimeout)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 || d > MaxWatchTimeout {
+		return 0, fail(http.StatusBadRequest, "timeout", "query parameter timeout=%s is out of range; want 0s to %s", s, MaxWatchTimeout)
+	}
+	return d, nil
+}
+
+// noPlan says why gateway name has no plan.
+func noPlan(st *state, name string) error {
+	g, known := st.gateways[name]
+	switch {
+	case known && g.Removed:
+		return fail(http.StatusForbidden, "name", "gateway %s was removed from the federation; it has no plan until it enrolls again with a new join token", name)
+	case st.fed == nil:
+		return fail(http.StatusNotFound, "name", "gateway %s has no plan: the manager has no spec yet; apply one with: fednet apply -f spec.yaml", name)
+	}
+	if _, _, ok := st.fed.Gateway(name); !ok {
+		if known {
+			return fail(http.StatusForbidden, "name", "gateway %s is not in the federation's spec any more (revision %d); it has no plan", name, st.rev.Number)
+		}
+		return inSpec(st, name, "name")
+	}
+	return fail(http.StatusInternalServerError, "name", "gateway %s is in the spec but has no plan", name)
+}
+
+// putStatus keeps a gateway's status report (in memory only).
+func (m *Manager) putStatus(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	var rep api.StatusReport
+	if err := decode(w, r, &rep, false, "links"); err != nil {
+		return err
+	}
+	switch {
+	case rep.Generation < 0:
+		return fail(http.StatusBadRequest, "generation", "field generation %d: want 0 or more", rep.Generation)
+	case rep.Revision < 0:
+		return fail(http.StatusBadRequest, "revision", "field revision %d: want 0 or more", rep.Revision)
+	}
+	for i, l := range rep.Links {
+		if l.Peer == "" {
+			return fail(http.StatusBadRequest, "links["+strconv.Itoa(i)+"].peer", "field links[%d].peer is required: the peer gateway's name", i)
+		}
+	}
+	name := r.PathValue("name")
+	m.reportsMu.Lock()
+	m.reports[name] = report{StatusReport: rep, received: m.now()}
+	m.reportsMu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// putKey stores a gateway's new public key (answering a rotation request)
+// and recomputes the plans, so that its peers learn the key.
+func (m *Manager) putKey(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	var req api.KeyRequest
+	if err := decode(w, r, &req, false, "publicKey"); err != nil {
+		return err
+	}
+	if req.PublicKey.IsZero() {
+		return fail(http.StatusBadRequest, "publicKey", "field publicKey is required: the gateway's new WireGuard public key (base64)")
+	}
+	name := r.PathValue("name")
+	u := m.begin()
+	defer m.writeMu.Unlock()
+	g := u.next.gateways[name]
+	switch {
+	case g.Removed:
+		return fail(http.StatusForbidden, "Authorization", "gateway %s was removed from the federation and its credential is refused", name)
+	case req.Rotation < 0 || req.Rotation > g.RotateRequested:
+		return fail(http.StatusBadRequest, "rotation", "field rotation %d: want the rotateKey value of the plan this key answers (0 to %d)", req.Rotation, g.RotateRequested)
+	}
+	if err := keyTaken(u.next, name, req.PublicKey); err != nil {
+		return err
+	}
+	g.PublicKey = req.PublicKey
+	g.RotateAnswered = max(g.RotateAnswered, req.Rotation)
+	u.setGateway(g)
+	res, err := m.commit(r.Context(), u)
+	if err != nil {
+		return err
+	}
+	m.cfg.Logf("gateway %s has a new key (rotation %d); plans changed for %v", name, req.Rotation, res.affected)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// postRotate asks a gateway's agent to roll its key: the rotation counter
+// goes up and the gateway's plan watch returns at once with it.
+func (m *Manager) postRotate(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	var none struct{}
+	if err := decode(w, r, &none, true, ""); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	u := m.begin()
+	defer m.writeMu.Unlock()
+	g, known := u.next.gateways[name]
+	switch {
+	case !known || g.PublicKey.IsZero():
+		if err := inSpec(u.next, name, "name"); err != nil {
+			return err
+		}
+		return fail(http.StatusConflict, "name", "gateway %s has not enrolled yet; there is no key to rotate", name)
+	case g.Removed:
+		return fail(http.StatusConflict, "name", "gateway %s was removed from the federation; there is no key to rotate", name)
+	}
+	if _, ok := u.next.plans[name]; !ok {
+		return noPlan(u.next, name)
+	}
+	g.RotateRequested++
+	u.setGateway(g)
+	u.bump[name] = true
+	if _, err := m.commit(r.Context(), u); err != nil {
+		return err
+	}
+	m.cfg.Logf("key rotation %d requested for gateway %s", g.RotateRequested, name)
+	return writeJSON(w, http.StatusOK, m.gatewayModel(u.next, name))
+}
+
+// deleteGateway removes a gateway: it leaves every plan, its credential is
+// refused and its unused join tokens are revoked. Removing it again is no
+// error. It comes back only by enrolling with a new token.
+func (m *Manager) deleteGateway(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	u := m.begin()
+	defer m.writeMu.Unlock()
+	g, known := u.next.gateways[name]
+	if !known {
+		if err := inSpec(u.next, name, "name"); err != nil {
+			return err
+		}
+	}
+	if g.Removed {
+		return writeJSON(w, http.StatusOK, m.gatewayModel(u.next, name))
+	}
+	g.Name = name
+	g.Removed = true
+	u.setGateway(g)
+	u.change.RevokeTokensOf = []string{name}
+	res, err := m.commit(r.Context(), u)
+	if err != nil {
+		return err
+	}
+	m.reportsMu.Lock()
+	delete(m.reports, name)
+	m.reportsMu.Unlock()
+	m.cfg.Logf("gateway %s removed; plans changed for %v", name, res.affected)
+	return writeJSON(w, http.StatusOK, m.gatewayModel(u.next, name))
+}
+
+// gatewayModel is the read model of gateway name.
+func (m *Manager) gatewayModel(st *state, name string) api.Gateway {
+	out := api.Gateway{Name: name}
+	if st.fed != nil {
+		if sg, site, ok := st.fed.Gateway(name); ok {
+			out.Site, out.Endpoint, out.TransitAddress = site.Name, sg.Endpoint, sg.TransitAddress
+			if k := sg.PublicKey; k != "" {
+				out.PublicKey.UnmarshalText([]byte(k)) // validated by spec.Parse
+			}
+		}
+	}
+	if g, ok := st.gateways[name]; ok {
+		out.Enrolled = !g.Enrolled.IsZero()
+		out.EnrolledAt = g.Enrolled
+		out.Removed = g.Removed
+		if !g.PublicKey.IsZero() {
+			out.PublicKey = g.PublicKey
+		}
+		if out.Endpoint == "" {
+			out.Endpoint = g.Endpoint
+		}
+		out.ObservedAddress = g.ObservedAddress
+		out.RotateKey, out.KeyRotation = g.RotateRequested, g.RotateAnswered
+	}
+	if p, ok := st.plans[name]; ok {
+		out.PlanGeneration = p.Generation
+	}
+	m.reportsMu.Lock()
+	rep, ok := m.reports[name]
+	m.reportsMu.Unlock()
+	if ok {
+		out.AppliedGeneration, out.AppliedRevision = rep.Generation, rep.Revision
+		out.ApplyError, out.LastReport = rep.ApplyError, rep.received
+	}
+	return out
+}
+
+// gatewayModels are the read models of every gateway of the spec, by name.
+func (m *Manager) gatewayModels(st *state) []api.Gateway {
+	names := specGateways(st)
+	slices.Sort(names)
+	out := make([]api.Gateway, 0, len(names))
+	for _, n := range names {
+		out = append(out, m.gatewayModel(st, n))
+	}
+	return out
+}
+
+func (m *Manager) getGateways(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	st, _ := m.snapshot()
+	return writeJSON(w, http.StatusOK, m.gatewayModels(st))
+}
+
+func (m *Manager) getGateway(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	st, _ := m.snapshot()
+	name := r.PathValue("name")
+	if err := inSpec(st, name, "name"); err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, m.gatewayModel(st, name))
+}
+
+func (m *Manager) getSites(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	st, _ := m.snapshot()
+	out := []api.Site{}
+	if st.fed != nil {
+		for _, s := range st.fed.Sites {
+			site := api.Site{Name: s.Name, Provider: s.Provider, Region: s.Region, Prefixes: s.Prefixes, Gateways: []string{}}
+			for _, g := range s.Gateways {
+				site.Gateways = append(site.Gateways, g.Name)
+			}
+			out = append(out, site)
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (m *Manager) getNetworks(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	st, _ := m.snapshot()
+	out := []api.Network{}
+	if st.fed != nil {
+		for _, n := range st.fed.Networks {
+			out = append(out, api.Network{Name: n.Name, ID: n.ID, Mode: string(n.Mode), Sites: append([]string{}, n.Sites...)})
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// links are the links of the spec's gateways as their last reports say,
+// sorted by From then To.
+func (m *Manager) links(st *state) []api.Link {
+	now := m.now()
+	out := []api.Link{}
+	m.reportsMu.Lock()
+	defer m.reportsMu.Unlock()
+	for _, name := range specGateways(st) {
+		rep, ok := m.reports[name]
+		if !ok {
+			continue
+		}
+		for _, l := range rep.Links {
+			hs := l.LastHandshake
+			if hs.IsZero() && l.HandshakeAge > 0 {
+				hs = rep.received.Add(-l.HandshakeAge)
+			}
+			out = append(out, api.Link{
+				From: name, To: l.Peer,
+				Up:       !hs.IsZero() && now.Sub(hs) < LinkUpWithin,
+				Endpoint: l.Endpoint, LastHandshake: hs,
+				RxBytes: l.RxBytes, TxBytes: l.TxBytes,
+			})
+		}
+	}
+	slices.SortFunc(out, func(a, b api.Link) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To)) })
+	return out
+}
+
+func (m *Manager) getLinks(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	st, _ := m.snapshot()
+	return writeJSON(w, http.StatusOK, m.links(st))
+}
+
+func (m *Manager) getOverview(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r); err != nil {
+		return err
+	}
+	st, _ := m.snapshot()
+	return writeJSON(w, http.StatusOK, api.Overview{Revision: st.rev.Number, Generation: st.gen, Gateways: m.gatewayModels(st), Links: m.links(st)})
+}
+
+// drainKey is the context key of the channel Serve closes when it starts
+// shutting down, so that plan watches end at once.
+type drainKey struct{}
+
+func drainOf(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(drainKey{}).(<-chan struct{})
+	return ch // nil (blocks forever) outside Serve
+}

@@ -1,0 +1,297 @@
+// Package manager is fednet's control plane: an HTTPS JSON API (described
+// by api/openapi.yaml, types in internal/api) over a store
+// (internal/manager/store). It keeps the spec as numbered revisions, enrolls
+// gateways with one-time join tokens, computes every gateway's plan with
+// plan.Compute whenever the spec, a key or the set of removed gateways
+// changes, and serves each gateway its own plan by long poll. The manager
+// is needed to change a federation, not to run it: agents keep applying
+// their cached plans while it is down.
+//
+// State model: a global generation counter increases with every change;
+// each gateway's plan carries the generation at which it last changed, so
+// a change wakes exactly the agents whose plan it touches. Plans and
+// generations are stored, so a restarted manager serves the same plans at
+// the same generations.
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/manager/store"
+)
+
+// DefaultListen is the address the manager listens on when Config.Listen
+// is empty: every address, port 7443.
+const DefaultListen = ":7443"
+
+// LockFile keeps a second manager off a data directory.
+const LockFile = "manager.lock"
+
+// Config configures a Manager.
+type Config struct {
+	// DataDir holds the database, the CA, the server certificate and the
+	// admin token; created (mode 0700) if missing. Required.
+	DataDir string
+	// Listen is the HOST:PORT ListenAndServe listens on; DefaultListen
+	// when empty.
+	Listen string
+	// Advertise is the https URL agents and operators reach the manager
+	// at; join tokens carry it and the server certificate names its host.
+	// "host" and "host:port" are accepted (https and Listen's port are
+	// assumed). Required when Listen has no specific host (":7443",
+	// "0.0.0.0:7443", "[::]:7443") or port 0; otherwise derived from
+	// Listen.
+	Advertise string
+	// SANs are extra DNS names or IP addresses for the server certificate,
+	// for agents that reach the manager by another name than Advertise's.
+	SANs []string
+	// Logf logs; log.Printf when nil.
+	Logf func(format string, args ...any)
+	// Now is the clock (token expiry, enrollment and revision times,
+	// certificate validity, link liveness); time.Now when nil.
+	Now func() time.Time
+}
+
+// Manager serves the API. Create it with New; its methods are safe for
+// concurrent use. Close it when done.
+type Manager struct {
+	cfg        Config
+	url        string
+	store      store.Store
+	lock       *os.File
+	certs      *certs
+	adminToken string
+	adminHash  store.Hash
+
+	// writeMu serializes changes: read the state, compute, commit,
+	// publish. Never held while waiting for clients.
+	writeMu sync.Mutex
+
+	mu      sync.RWMutex  // guards st and changed
+	st      *state        // immutable; replaced whole by publish
+	changed chan struct{} // closed (and replaced) by every publish
+
+	watchers atomic.Int64 // plan watches waiting for a change
+
+	reportsMu sync.Mutex
+	reports   map[string]report // by gateway; in memory only
+}
+
+// report is a gateway's last status report.
+type report struct {
+	api.StatusReport
+	received time.Time
+}
+
+// New opens (or creates) the manager's data directory: database, CA,
+// server certificate and admin token. It does not listen; call Serve or
+// ListenAndServe. Errors name the Config field (and the fednet manager
+// flag) at fault.
+func New(cfg Config) (*Manager, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("DataDir (--data-dir) is required: a directory for the manager's database, CA and admin token")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = log.Printf
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	u, sans, err := names(cfg.Listen, cfg.Advertise, cfg.SANs)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data directory (--data-dir): %w", err)
+	}
+	if fi, err := os.Stat(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("data directory (--data-dir): %w", err)
+	} else if fi.Mode().Perm()&0o077 != 0 {
+		cfg.Logf("warning: data directory %s is open to others (mode %v); chmod 700 it: it holds the CA key and admin token", cfg.DataDir, fi.Mode().Perm())
+	}
+	m := &Manager{cfg: cfg, url: u, changed: make(chan struct{}), reports: map[string]report{}}
+	if m.lock, err = lockDir(filepath.Join(cfg.DataDir, LockFile)); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			m.Close()
+		}
+	}()
+	if m.certs, err = loadCerts(cfg.DataDir, sans, cfg.Now, cfg.Logf); err != nil {
+		return nil, err
+	}
+	if err := m.loadAdminToken(); err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if m.store, err = store.OpenSQLite(ctx, filepath.Join(cfg.DataDir, store.FileName)); err != nil {
+		return nil, err
+	}
+	if err := m.load(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return m, nil
+}
+
+// Close closes the store and releases the data directory. Serve must have
+// returned; Close is safe to call more than once.
+func (m *Manager) Close() error {
+	var errs []error
+	if m.store != nil {
+		errs = append(errs, m.store.Close())
+	}
+	if m.lock != nil {
+		errs = append(errs, m.lock.Close())
+		m.lock = nil
+	}
+	return errors.Join(errs...)
+}
+
+// URL is the https URL join tokens carry (Config.Advertise, normalized).
+func (m *Manager) URL() string { return m.url }
+
+// CAFingerprint is the hex SHA-256 of the CA certificate's DER bytes, which
+// agents and operators pin.
+func (m *Manager) CAFingerprint() string { return m.certs.fingerprint() }
+
+// CACertificatePEM returns the CA certificate (the content of ca.crt).
+func (m *Manager) CACertificatePEM() []byte { return pemCert(m.certs.ca.Raw) }
+
+// AdminToken returns the admin bearer token (the content of admin.token).
+func (m *Manager) AdminToken() string { return m.adminToken }
+
+// AdminTokenPath is the file holding the admin token.
+func (m *Manager) AdminTokenPath() string { return filepath.Join(m.cfg.DataDir, AdminTokenFile) }
+
+// names derives the advertised URL and the server certificate's names
+// from Listen, Advertise and SANs.
+func names(listen, advertise string, extra []string) (string, []string, error) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", nil, fmt.Errorf("Listen (--listen) %q: want HOST:PORT or :PORT, e.g. %s: %w", listen, DefaultListen, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return "", nil, fmt.Errorf("Listen (--listen) %q: bad port: %w", listen, err)
+	}
+	wildcard := host == ""
+	if a, err := netip.ParseAddr(host); err == nil && a.IsUnspecified() {
+		wildcard = true
+	}
+	var u *url.URL
+	switch {
+	case advertise != "":
+		if u, err = parseAdvertise(advertise, port); err != nil {
+			return "", nil, err
+		}
+	case wildcard || port == "0":
+		return "", nil, fmt.Errorf("Advertise (--advertise) is required when the manager listens on %q: give the https URL agents reach it at, e.g. --advertise https://203.0.113.5:%s, or listen on one address (--listen 203.0.113.5:%[2]s)", listen, port)
+	default:
+		u = &url.URL{Scheme: "https", Host: net.JoinHostPort(host, port)}
+	}
+	all := []string{u.Hostname(), "localhost", "127.0.0.1", "::1"}
+	if !wildcard {
+		all = append(all, host)
+	}
+	for _, s := range extra {
+		if strings.TrimSpace(s) == "" {
+			return "", nil, errors.New("SANs (--san): an empty name; give a DNS name or IP address")
+		}
+	}
+	sans, err := normalizeSANs(append(all, extra...))
+	if err != nil {
+		return "", nil, fmt.Errorf("SANs (--san, --advertise, --listen): %w", err)
+	}
+	return u.String(), sans, nil
+}
+
+// parseAdvertise accepts https://host[:port], host:port or host; a missing
+// port is Listen's.
+func parseAdvertise(s, listenPort string) (*url.URL, error) {
+	raw := strings.TrimSpace(s)
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("Advertise (--advertise) %q is not a URL: %w; want https://HOST:PORT", s, err)
+	}
+	if u.Scheme != "https" {
+		return nil, fmt.Errorf("Advertise (--advertise) %q: the manager serves https only; want https://HOST:PORT", s)
+	}
+	if u.Hostname() == "" || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("Advertise (--advertise) %q: want https://HOST:PORT with no user, path or query", s)
+	}
+	port := u.Port()
+	if port == "" {
+		if listenPort == "0" {
+			return nil, fmt.Errorf("Advertise (--advertise) %q has no port and --listen's port is 0; want https://HOST:PORT", s)
+		}
+		port = listenPort
+	}
+	if a, err := netip.ParseAddr(u.Hostname()); err == nil && a.IsUnspecified() {
+		return nil, fmt.Errorf("Advertise (--advertise) %q: %s is not an address agents can reach; give the manager's reachable address or name", s, a)
+	}
+	return &url.URL{Scheme: "https", Host: net.JoinHostPort(u.Hostname(), port)}, nil
+}
+
+// loadAdminToken reads admin.token, creating it on first start.
+func (m *Manager) loadAdminToken() error {
+	path := m.AdminTokenPath()
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		tok, err := randomSecret()
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+			return err
+		}
+		data = []byte(tok)
+	case err != nil:
+		return fmt.Errorf("reading the admin token: %w", err)
+	default:
+		checkMode(path, m.cfg.Logf)
+	}
+	tok := strings.TrimSpace(string(data))
+	if len(tok) < 16 {
+		return fmt.Errorf("admin token in %s is shorter than 16 characters; remove the file and restart to make a new one", path)
+	}
+	m.adminToken, m.adminHash = tok, store.HashSecret(tok)
+	return nil
+}
+
+// randomSecret returns 32 random bytes in base64url.
+func randomSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("reading random bytes: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// hashEqual compares two hashes in constant time.
+func hashEqual(a, b store.Hash) bool { return subtle.ConstantTimeCompare(a[:], b[:]) == 1 }

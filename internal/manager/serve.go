@@ -1,0 +1,100 @@
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	openapi "github.com/fednet/fednet/api"
+)
+
+// shutdownGrace bounds how long Serve waits for requests in flight when its
+// context ends.
+const shutdownGrace = 5 * time.Second
+
+// TLSConfig is the server side TLS configuration: TLS 1.3 only, presenting
+// the server certificate with the CA (which clients pin) behind it. The
+// certificate is renewed while serving when it comes close to expiry.
+func (m *Manager) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return m.certs.current(m.cfg.Logf)
+		},
+		NextProtos: []string{"h2", "http/1.1"},
+	}
+}
+
+// Serve serves the API over TLS on ln until ctx ends, then shuts down
+// gracefully: plan watches end at once (204), other requests get
+// shutdownGrace to finish. It closes ln. It returns nil after a shutdown
+// caused by ctx, the error that stopped it otherwise.
+func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
+	drain := make(chan struct{})
+	srv := &http.Server{
+		Handler:           m.Handler(),
+		TLSConfig:         m.TLSConfig(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       MaxWatchTimeout + 30*time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(logWriter(m.cfg.Logf), "", 0),
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), drainKey{}, (<-chan struct{})(drain))
+		},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	close(drain)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		srv.Close()
+	}
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+// ListenAndServe listens on Config.Listen and serves until ctx ends (see
+// Serve).
+func (m *Manager) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", m.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s (--listen): %w", m.cfg.Listen, err)
+	}
+	return m.Serve(ctx, ln)
+}
+
+// logWriter sends the HTTP server's own log lines (TLS handshake errors,
+// say) to Logf.
+type logWriter func(string, ...any)
+
+func (f logWriter) Write(p []byte) (int, error) {
+	f("%s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// getOpenAPI serves the API description (no authentication).
+func (m *Manager) getOpenAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, err := w.Write(openapi.OpenAPI)
+	return err
+}
