@@ -269,7 +269,9 @@ func (m *managed) enroll(ctx context.Context) (*Credential, error) {
 				CAFingerprint: jt.CAFingerprint,
 				Gateway:       resp.Gateway,
 				Credential:    resp.Credential,
-				Enrolled:      time.Now().UTC().Truncate(time.Second),
+				// A key enrolled after a rotation request answers it.
+				Rotation: resp.RotateKey,
+				Enrolled: time.Now().UTC().Truncate(time.Second),
 			}
 			if err := m.dir.writeCredential(cred); err != nil {
 				return nil, err

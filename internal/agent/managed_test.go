@@ -21,24 +21,36 @@ import (
 	"github.com/fednet/fednet/internal/plan"
 )
 
-// federation is the control plane the managed-agent tests run against.
-type federation interface {
+// controlPlane is a manager the tests run agents against: the real one
+// (clienttest.Real) or, for fault injection, the fake (clienttest.Manager).
+type controlPlane interface {
 	URL() string
 	CAFingerprint() string
 	AdminToken() string
+	Down()
+	Up()
 }
 
 // fed is a manager with the three-site spec applied and an admin client.
 type fed struct {
-	*clienttest.Manager
+	controlPlane
+	t     *testing.T
 	admin *client.Client
 	yaml  string
 }
 
-func newFed(t *testing.T) *fed {
-	t.Helper()
+// realFed runs the real manager in this process.
+func realFed(t *testing.T) *fed { return newFed(t, clienttest.NewReal(t)) }
+
+// fakeFed runs the fake manager, for faults the real one does not make.
+func fakeFed(t *testing.T) (*fed, *clienttest.Manager) {
 	m := clienttest.NewManager(t)
-	admin, err := client.New(client.Config{URL: m.URL(), Token: m.AdminToken(), CAFingerprint: m.CAFingerprint()})
+	return newFed(t, m), m
+}
+
+func newFed(t *testing.T, cp controlPlane) *fed {
+	t.Helper()
+	admin, err := client.New(client.Config{URL: cp.URL(), Token: cp.AdminToken(), CAFingerprint: cp.CAFingerprint()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +59,28 @@ func newFed(t *testing.T) *fed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fed{Manager: m, admin: admin, yaml: string(data)}
+	f := &fed{controlPlane: cp, t: t, admin: admin, yaml: string(data)}
 	if _, err := admin.PutSpec(context.Background(), f.yaml, false); err != nil {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// gateway returns the manager's view of a gateway.
+func (f *fed) gateway(name string) api.Gateway {
+	f.t.Helper()
+	g, err := f.admin.Gateway(context.Background(), name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return *g
+}
+
+// applied reports whether gateway reported the generation of its current
+// plan.
+func (f *fed) applied(name string) bool {
+	g := f.gateway(name)
+	return g.PlanGeneration > 0 && g.AppliedGeneration == g.PlanGeneration
 }
 
 func (f *fed) token(t *testing.T, gateway string) string {
@@ -222,21 +251,15 @@ func mode(t *testing.T, path string) os.FileMode {
 	return st.Mode().Perm()
 }
 
-// reportedGeneration is the generation of the last status report.
-func reportedGeneration(f *fed, gw string) int64 {
-	r, _ := f.Report(gw)
-	return r.Generation
-}
-
 func TestManagedEnrollsAndApplies(t *testing.T) {
-	f := newFed(t)
+	f := realFed(t)
 	dir := filepath.Join(t.TempDir(), "agent")
 	dps := &dataplanes{}
 	startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), Endpoint: "198.51.100.10:51820", NewDataplane: dps.new})
 
 	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
 	eventually(t, "a status report of the applied plan", func() bool {
-		return reportedGeneration(f, "aws-gw") == f.Generation("aws-gw") && f.Generation("aws-gw") > 0
+		return f.applied("aws-gw")
 	})
 	if got := mode(t, dir); got != 0o700 {
 		t.Errorf("data dir mode %v, want 0700", got)
@@ -247,8 +270,8 @@ func TestManagedEnrollsAndApplies(t *testing.T) {
 		}
 	}
 	pub := filePublicKey(t, filepath.Join(dir, agent.KeyFile))
-	if f.PublicKey("aws-gw") != pub {
-		t.Errorf("manager has key %v, the agent's key file has public key %v", f.PublicKey("aws-gw"), pub)
+	if got := f.gateway("aws-gw").PublicKey; got != pub {
+		t.Errorf("manager has key %v, the agent's key file has public key %v", got, pub)
 	}
 	if dps.keys[0] != plan.Key(mustKey(t, filepath.Join(dir, agent.KeyFile))) {
 		t.Error("the dataplane was not built with the key file's private key")
@@ -288,7 +311,7 @@ func mustKey(t *testing.T, path string) wgtypes.Key {
 }
 
 func TestManagedFollowsSpecChanges(t *testing.T) {
-	f := newFed(t)
+	f := realFed(t)
 	dps := &dataplanes{}
 	dir := t.TempDir()
 	startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
@@ -317,7 +340,7 @@ func TestManagedFollowsSpecChanges(t *testing.T) {
 }
 
 func TestManagedRestartWithoutManager(t *testing.T) {
-	f := newFed(t)
+	f := realFed(t)
 	dir := t.TempDir()
 	first := &dataplanes{}
 	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: first.new})
@@ -333,7 +356,6 @@ func TestManagedRestartWithoutManager(t *testing.T) {
 	// The manager goes away; the gateway reboots (an empty machine) and its
 	// agent starts again.
 	f.Down()
-	watches := f.Requests("GET /v1/gateways/aws-gw/plan")
 	second := &dataplanes{}
 	b := startAgent(t, agent.ManagedConfig{DataDir: dir, NewDataplane: second.new})
 	eventually(t, "the cached plan applied without the manager", func() bool { return mtu(second.last()) == 1440 })
@@ -345,14 +367,15 @@ func TestManagedRestartWithoutManager(t *testing.T) {
 
 	// The manager comes back: the agent finds it by itself and catches up.
 	f.Up()
-	eventually(t, "the agent watching again", func() bool { return f.Requests("GET /v1/gateways/aws-gw/plan") > watches })
+	back := time.Now().Add(-time.Second) // the manager's clock is this one; LastReport has second precision at worst
+	eventually(t, "the agent reporting again", func() bool { return !f.gateway("aws-gw").LastReport.Before(back) })
 	f.setMTU(t, "1420")
 	eventually(t, "the change made while away", func() bool { return mtu(second.last()) == 1360 })
 	eventually(t, "the recovery logged", func() bool { return b.logs.has("works again") })
 }
 
 func TestManagedRemovedGatewayStops(t *testing.T) {
-	f := newFed(t)
+	f := realFed(t)
 	dps := &dataplanes{}
 	a := startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
 	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
@@ -373,7 +396,7 @@ func TestManagedRemovedGatewayStops(t *testing.T) {
 }
 
 func TestManagedKeyRotation(t *testing.T) {
-	f := newFed(t)
+	f := realFed(t)
 	dir := t.TempDir()
 	dps := &dataplanes{fresh: true}
 	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
@@ -384,8 +407,8 @@ func TestManagedKeyRotation(t *testing.T) {
 	if err := f.admin.Rotate(context.Background(), "aws-gw"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the manager holding a new key", func() bool { return f.PublicKey("aws-gw") != old })
-	eventually(t, "the key file replaced", func() bool { return filePublicKey(t, keyFile) == f.PublicKey("aws-gw") })
+	eventually(t, "the manager holding a new key", func() bool { return f.gateway("aws-gw").PublicKey != old })
+	eventually(t, "the key file replaced", func() bool { return filePublicKey(t, keyFile) == f.gateway("aws-gw").PublicKey })
 	eventually(t, "the plan applied with the new key", func() bool { return dps.built() == 2 && mtu(dps.last()) == 1440 })
 	if dps.keys[1] != plan.Key(mustKey(t, keyFile)) {
 		t.Error("the new dataplane was not built with the new private key")
@@ -397,7 +420,7 @@ func TestManagedKeyRotation(t *testing.T) {
 		t.Errorf("new key file mode %v", got)
 	}
 	eventually(t, "the rotation counter saved", func() bool { return readCredential(t, dir).Rotation == 1 })
-	if !a.logs.has(old.String()) || !a.logs.has(f.PublicKey("aws-gw").String()) {
+	if !a.logs.has(old.String()) || !a.logs.has(f.gateway("aws-gw").PublicKey.String()) {
 		t.Error("the rotation log line lacks the old or the new public key")
 	}
 
@@ -416,11 +439,11 @@ func TestManagedKeyRotation(t *testing.T) {
 }
 
 func TestManagedJoinTokenErrors(t *testing.T) {
-	f := newFed(t)
+	f := realFed(t)
 	tok := f.token(t, "aws-gw")
 	dps := &dataplanes{}
 	startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: tok, NewDataplane: dps.new})
-	eventually(t, "the first agent enrolled", func() bool { return !f.PublicKey("aws-gw").IsZero() })
+	eventually(t, "the first agent enrolled", func() bool { return f.gateway("aws-gw").Enrolled })
 
 	tests := []struct {
 		name  string
@@ -447,7 +470,7 @@ func TestManagedJoinTokenErrors(t *testing.T) {
 }
 
 func TestManagedTokenIgnoredOnceEnrolled(t *testing.T) {
-	f := newFed(t)
+	f := realFed(t)
 	dir := t.TempDir()
 	tok := f.token(t, "aws-gw")
 	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: tok, NewDataplane: (&dataplanes{}).new})
@@ -459,7 +482,7 @@ func TestManagedTokenIgnoredOnceEnrolled(t *testing.T) {
 }
 
 func TestManagedMissingKeyWithCredential(t *testing.T) {
-	f := newFed(t)
+	f := realFed(t)
 	dir := t.TempDir()
 	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: (&dataplanes{}).new})
 	eventually(t, "enrolled", func() bool { _, err := os.Stat(filepath.Join(dir, agent.CredentialFile)); return err == nil })
@@ -472,7 +495,7 @@ func TestManagedMissingKeyWithCredential(t *testing.T) {
 }
 
 func TestManagedStatusReport(t *testing.T) {
-	f := newFed(t)
+	f, fake := fakeFed(t)
 	azure := f.enrollPeer(t, "azure-gw")
 	peers := &agent.FakePeers{}
 	hs := time.Now().Add(-7 * time.Second)
@@ -480,10 +503,10 @@ func TestManagedStatusReport(t *testing.T) {
 	dps := &dataplanes{}
 	startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new, Peers: peers})
 	eventually(t, "a report with the link", func() bool {
-		r, _ := f.Report("aws-gw")
+		r, _ := fake.Report("aws-gw")
 		return len(r.Links) == 1 && r.Links[0].RxBytes == 1000
 	})
-	r, _ := f.Report("aws-gw")
+	r, _ := fake.Report("aws-gw")
 	l := r.Links[0]
 	if l.Peer != "azure-gw" || l.PublicKey != azure || l.Endpoint != "203.0.113.99:51820" || l.TxBytes != 2000 ||
 		!l.LastHandshake.Equal(hs) || l.HandshakeAge < 7*time.Second || l.HandshakeAge > time.Minute {
@@ -507,27 +530,27 @@ func TestManagedStatusReport(t *testing.T) {
 	peers.SetError(errors.New("no device"))
 	f.setMTU(t, "1400")
 	eventually(t, "the apply error reported", func() bool {
-		r, _ := f.Report("aws-gw")
+		r, _ := fake.Report("aws-gw")
 		return strings.Contains(r.ApplyError, "boom") && r.Revision == 2 && len(r.Links) == 1 && r.Links[0].RxBytes == 0
 	})
 }
 
 func TestManagedStatusFailureIsNotFatal(t *testing.T) {
-	f := newFed(t)
-	f.Fail("PUT /v1/gateways/aws-gw/status", 500)
+	f, fake := fakeFed(t)
+	fake.Fail("PUT /v1/gateways/aws-gw/status", 500)
 	dps := &dataplanes{}
 	a := startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
 	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
 	eventually(t, "the failure logged", func() bool { return a.logs.has("reporting status") })
 	f.setMTU(t, "1400")
 	eventually(t, "a change applied", func() bool { return mtu(dps.last()) == 1340 })
-	f.Fail("PUT /v1/gateways/aws-gw/status", 0)
-	eventually(t, "reports again", func() bool { return reportedGeneration(f, "aws-gw") == f.Generation("aws-gw") })
+	fake.Fail("PUT /v1/gateways/aws-gw/status", 0)
+	eventually(t, "reports again", func() bool { return f.applied("aws-gw") })
 }
 
 func TestManagedRefusedKeyIsNotRetried(t *testing.T) {
-	f := newFed(t)
-	f.Fail("PUT /v1/gateways/aws-gw/key", 409)
+	f, fake := fakeFed(t)
+	fake.Fail("PUT /v1/gateways/aws-gw/key", 409)
 	dir := t.TempDir()
 	dps := &dataplanes{}
 	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
@@ -539,7 +562,7 @@ func TestManagedRefusedKeyIsNotRetried(t *testing.T) {
 	eventually(t, "the refusal logged", func() bool { return a.logs.has("refused our new key") })
 	f.setMTU(t, "1400")
 	eventually(t, "later plans applied", func() bool { return mtu(dps.last()) == 1340 })
-	if n := f.Requests("PUT /v1/gateways/aws-gw/key"); n != 1 {
+	if n := fake.Requests("PUT /v1/gateways/aws-gw/key"); n != 1 {
 		t.Errorf("the refused key was sent %d times, want once", n)
 	}
 	if filePublicKey(t, filepath.Join(dir, agent.KeyFile)) != old || dps.built() != 1 {

@@ -546,7 +546,8 @@ func (m *Manager) enroll(r *http.Request) (any, int, *httpError) {
 	g.key, g.cred, g.removed, g.endpoint = req.PublicKey, "cred-"+random(16), false, req.Endpoint
 	g.observed, _, _ = net.SplitHostPort(r.RemoteAddr)
 	m.recomputeLocked()
-	return api.EnrollResponse{Gateway: tok.Gateway, Credential: g.cred, ObservedAddress: g.observed}, 200, nil
+	g.rotation = g.rotate
+	return api.EnrollResponse{Gateway: tok.Gateway, Credential: g.cred, ObservedAddress: g.observed, RotateKey: g.rotate}, 200, nil
 }
 
 // gatewayCall answers a gateway's own calls (plan, status, key) and the
