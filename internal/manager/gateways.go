@@ -3,6 +3,7 @@ package manager
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -58,12 +59,7 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 			return noPlan(st, name)
 		}
 		if !hasAfter || p.Generation > after || after > st.gen {
-			return writeJSON(w, http.StatusOK, api.PlanResponse{
-				Generation: p.Generation,
-				Revision:   p.Revision,
-				Plan:       p.plan,
-				RotateKey:  st.gateways[name].RotateRequested,
-			})
+			return writePlan(w, p, st.gateways[name].RotateRequested)
 		}
 		m.watchers.Add(1)
 		select {
@@ -84,18 +80,28 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
+// writePlan answers with an api.PlanResponse, splicing in the stored plan
+// JSON rather than encoding the plan again for every watch.
+func writePlan(w http.ResponseWriter, p planEntry, rotate int) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, err := fmt.Fprintf(w, `{"generation":%d,"revision":%d,"plan":%s,"rotateKey":%d}`+"\n", p.Generation, p.Revision, p.JSON, rotate)
+	return err
+}
+
 // parseTimeout reads ?timeout: a Go duration ("30s") or whole seconds.
 func parseTimeout(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		n, errN := strconv.Atoi(s)
 		if errN != nil {
-			return 0, fail(http.StatusBadRequest, "timeout", "query parameter timeout=%q: want a duration like 30s (at most %s)", s, MaxWatchTimeout)
+			return 0, fail(http.StatusBadRequest, "timeout", "query parameter timeout=%q: want a duration like 30s (at most %.0fs)", s, MaxWatchTimeout.Seconds())
 		}
 		d = time.Duration(n) * time.Second
 	}
 	if d < 0 || d > MaxWatchTimeout {
-		return 0, fail(http.StatusBadRequest, "timeout", "query parameter timeout=%s is out of range; want 0s to %s", s, MaxWatchTimeout)
+		return 0, fail(http.StatusBadRequest, "timeout", "query parameter timeout=%s is out of range; want 0s to %.0fs", s, MaxWatchTimeout.Seconds())
 	}
 	return d, nil
 }

@@ -93,7 +93,7 @@ type Plan struct {
 	// Revision is the spec revision the plan was computed from when it
 	// last changed.
 	Revision int
-	// JSON is the plan as plan.Gateway.JSON renders it.
+	// JSON is the plan.Gateway in JSON (plan.Decode reads it).
 	JSON []byte
 }
 
