@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -234,20 +235,30 @@ type apiError = api.Error
 // API returns the body the manager sent.
 func (e *Error) API() api.Error { return e.apiError }
 
-// Error returns "manager: STATUS CODE: MESSAGE", followed by every problem
-// of a rejected spec that the message does not already hold, one a line.
+// Error returns "manager: STATUS CODE: MESSAGE". A rejected spec's
+// problems follow one a line, unless there is only one and the message
+// holds it already (then it is all on one line).
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "manager: %d %s: ", e.Status, e.Code)
 	msg := e.Message
-	problems := make([]string, 0, len(e.Problems))
-	for _, p := range e.Problems {
-		if s := problemString(p); !strings.Contains(msg, s) {
-			problems = append(problems, s)
-		}
+	problems := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		problems[i] = problemString(p)
 	}
-	if msg == "" && len(problems) > 0 {
+	switch {
+	case len(problems) == 0:
+	case msg == "":
 		msg, problems = problems[0], problems[1:]
+	case len(problems) == 1 && strings.Contains(msg, problems[0]):
+		problems = nil
+	default:
+		// A message that lists the problems itself is cut where they
+		// start, so each is printed once, on its own line.
+		if i := strings.Index(msg, problems[0]); i > 0 {
+			msg = strings.TrimRight(msg[:i], ":\n ")
+		}
+		problems = slices.DeleteFunc(problems, func(p string) bool { return strings.Contains(msg, p) })
 	}
 	if msg == "" {
 		msg = http.StatusText(e.Status)
