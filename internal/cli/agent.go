@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -21,29 +22,55 @@ func newAgentCmd() *cobra.Command {
 	var planFile, keyFile, wgMode string
 	var once, down bool
 	var resync time.Duration
+	var m managedFlags
 	cmd := &cobra.Command{
-		Use:   "agent --plan FILE --key FILE",
+		Use:   "agent (--data-dir DIR [--token TOKEN] | --plan FILE --key FILE)",
 		Short: "Apply a gateway's plan to this machine and keep it applied",
-		Long: `Agent runs on a site's gateway. It applies the gateway's plan (from
-"fednet plan --gateway NAME -o json") to the kernel: the WireGuard interface and
-peers, addresses, routes, IP forwarding and the fednet nftables table. It reads
-what is there first and changes only what differs, so running it again changes
-nothing.
+		Long: `Agent runs on a site's gateway. It applies the gateway's plan to the kernel:
+the WireGuard interface and peers, addresses, routes, IP forwarding and the
+fednet nftables table. It reads what is there first and changes only what
+differs, so applying again changes nothing. Stopping the agent leaves the
+tunnels up; --down removes everything the plan created.
 
-It then keeps running: it re-applies when the plan file changes or on SIGHUP,
-and every --resync to repair drift. Stopping the agent leaves the tunnels up;
---down removes everything the plan created.
+Managed mode (--data-dir DIR): the agent gets its plan from a manager. On first
+start it generates its WireGuard key in DIR/private.key (the private key never
+leaves the machine), enrolls with the one-time join token from "fednet token
+create" (--token), and keeps its credential in DIR/credential.json. It then
+watches its plan, applies each new one, keeps the last one in DIR/plan.json and
+reports status every --status-interval. A restarted agent re-applies
+DIR/plan.json at once, before and without reaching the manager; while the
+manager is away it retries with backoff and the tunnels keep working. When the
+manager asks (fednet rotate-key), it rolls its key. When the gateway is removed
+(fednet gateway remove) the agent exits with status 1 and leaves the data plane
+as it is. Once enrolled, --token is not needed.
+
+Static mode (--plan FILE --key FILE): the plan comes from a file written by
+"fednet plan --gateway NAME -o json". The agent re-applies when the file
+changes or on SIGHUP, and every --resync to repair drift.
 
 WireGuard: the kernel module when the kernel has it, otherwise a userspace
 device ("fednet wgdev", wireguard-go) in its own long-lived process, so that
 agent restarts never drop a tunnel. Force one with --wireguard.`,
-		Example: `  fednet agent --plan /etc/fednet/plan.json --key /etc/fednet/private.key
+		Example: `  # managed: enroll once with a join token, then just restart with --data-dir
+  fednet agent --data-dir /var/lib/fednet --token "$(cat join.token)"
+  fednet agent --data-dir /var/lib/fednet
+  fednet agent --data-dir /var/lib/fednet --down            # remove what the cached plan created
+
+  # static: a plan file from "fednet plan --gateway NAME -o json"
+  fednet agent --plan /etc/fednet/plan.json --key /etc/fednet/private.key
   fednet agent --plan plan.json --key private.key --once   # apply and exit
   fednet agent --plan plan.json --key private.key --down   # remove it all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if m.dataDir != "" {
+				return runManagedAgent(cmd, m, wgMode, resync, once, down, planFile, keyFile)
+			}
+			if m.token != "" || m.manager != "" || m.endpoint != "" {
+				return errors.New("--token, --manager and --endpoint need --data-dir DIR (managed mode), where the agent keeps its key and credential")
+			}
 			if planFile == "" {
-				return errors.New("--plan FILE is required (write one with: fednet plan -f spec.yaml --gateway NAME -o json)")
+				return errors.New("--plan FILE is required for a plan file (write one with: fednet plan -f spec.yaml --gateway NAME -o json); " +
+					"or give --data-dir DIR (with --token TOKEN on first start) to get plans from a manager")
 			}
 			mode, err := dataplane.ParseMode(wgMode)
 			if err != nil {
@@ -98,8 +125,65 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 	cmd.Flags().BoolVar(&once, "once", false, "apply the plan once and exit")
 	cmd.Flags().BoolVar(&down, "down", false, "remove everything the plan created and exit")
 	cmd.Flags().DurationVar(&resync, "resync", agent.DefaultResync, "how often to re-apply the plan to repair drift")
+	cmd.Flags().StringVar(&m.dataDir, "data-dir", "", "managed mode: directory of the agent's key, credential and last plan (created 0700)")
+	cmd.Flags().StringVar(&m.token, "token", "", "managed mode: join token from fednet token create (first start only)")
+	cmd.Flags().StringVar(&m.manager, "manager", "", "managed mode: manager URL, replacing the join token's (https://HOST:PORT)")
+	cmd.Flags().StringVar(&m.endpoint, "endpoint", "", "managed mode: this gateway's public endpoint HOST:PORT to announce at enrollment")
+	cmd.Flags().DurationVar(&m.statusInterval, "status-interval", agent.DefaultStatusInterval, "managed mode: how often to report status to the manager")
 	cmd.MarkFlagsMutuallyExclusive("once", "down")
+	cmd.MarkFlagsMutuallyExclusive("plan", "data-dir")
 	return cmd
+}
+
+// managedFlags are the agent's managed-mode flags.
+type managedFlags struct {
+	dataDir, token, manager, endpoint string
+	statusInterval                    time.Duration
+}
+
+// runManagedAgent runs "fednet agent --data-dir DIR".
+func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync time.Duration, once, down bool, planFile, keyFile string) error {
+	switch {
+	case once:
+		return errors.New("--once works with --plan only; a managed agent keeps running (stop it to leave the data plane as it is)")
+	case keyFile != "":
+		return fmt.Errorf("--key is for --plan mode; a managed agent keeps its key in %s", filepath.Join(m.dataDir, agent.KeyFile))
+	case m.statusInterval <= 0:
+		return fmt.Errorf("--status-interval %v: give a positive duration such as 5s", m.statusInterval)
+	}
+	mode, err := dataplane.ParseMode(wgMode)
+	if err != nil {
+		return fmt.Errorf("--wireguard: %w", err)
+	}
+	logger := log.New(cmd.ErrOrStderr(), "", log.LstdFlags)
+	newDataplane := func(priv plan.Key) (dataplane.Dataplane, error) {
+		return dataplane.NewLinux(dataplane.Config{PrivateKey: priv, WireGuard: mode, Logf: logger.Printf})
+	}
+	if down {
+		cached, err := agent.LoadCachedPlan(m.dataDir)
+		if err != nil {
+			return err
+		}
+		// Down needs no key; any will do.
+		dp, err := newDataplane(plan.Key{1})
+		if err != nil {
+			return err
+		}
+		changes, err := dp.Down(cmd.Context(), cached.Plan)
+		printChanges(cmd.OutOrStdout(), changes)
+		return err
+	}
+	return agent.RunManaged(cmd.Context(), agent.ManagedConfig{
+		DataDir:        m.dataDir,
+		JoinToken:      m.token,
+		Manager:        m.manager,
+		Endpoint:       m.endpoint,
+		NewDataplane:   newDataplane,
+		Peers:          agent.NewWGPeers(),
+		StatusInterval: m.statusInterval,
+		Resync:         resync,
+		Logf:           logger.Printf,
+	})
 }
 
 func printChanges(w interface{ Write([]byte) (int, error) }, changes []dataplane.Change) {
