@@ -1,6 +1,742 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/client"
+)
 
 // newOperatorCmds are the commands that talk to a manager.
-func newOperatorCmds() []*cobra.Command { return nil }
+func newOperatorCmds() []*cobra.Command {
+	return []*cobra.Command{
+		newLoginCmd(), newApplyCmd(), newDiffCmd(), newStatusCmd(), newGetCmd(),
+		newTokenCmd(), newGatewayCmd(), newRotateKeyCmd(),
+	}
+}
+
+// managerCall resolves the connection, runs f with a client and adds a
+// hint to errors an operator can fix.
+func managerCall(cf *connFlags, f func(*client.Client) error) error {
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return hint(f(c))
+}
+
+// hint adds what to do to a refused admin token.
+func hint(err error) error {
+	if client.StatusOf(err) == http.StatusUnauthorized {
+		return fmt.Errorf("%w\n(the admin token was refused: check --token or $%s, or run fednet login again with the token in the manager's admin.token file)", err, envToken)
+	}
+	return err
+}
+
+func newLoginCmd() *cobra.Command {
+	var cf connFlags
+	cmd := &cobra.Command{
+		Use:   "login --manager URL --token TOKEN --ca-fingerprint HEX",
+		Short: "Check a manager connection and save it for the other commands",
+		Long: `Login checks that the manager answers at URL with a certificate from the CA
+whose SHA-256 fingerprint is HEX, and that it accepts the admin token, then
+saves the three in ~/.config/fednet/config.json (mode 0600; $FEDNET_CONFIG
+names another file). Every other operator command reads them from there
+unless --manager, --token and --ca-fingerprint or $FEDNET_MANAGER,
+$FEDNET_TOKEN and $FEDNET_CA_FINGERPRINT say otherwise.
+
+The manager prints its URL and CA fingerprint when it starts; the admin token
+is the file admin.token in its data directory.`,
+		Example: `  fednet login --manager https://10.0.0.1:8443 --token "$(cat /var/lib/fednet-manager/admin.token)" \
+      --ca-fingerprint 3f9c...e1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := connection{
+				Manager:       first(cf.manager, os.Getenv(envManager)),
+				Token:         first(cf.token, os.Getenv(envToken)),
+				CAFingerprint: first(cf.caFingerprint, os.Getenv(envCAFingerprint)),
+			}
+			switch {
+			case c.Manager == "":
+				return errors.New("--manager https://HOST:PORT is required: the manager's URL, as it prints at start")
+			case c.Token == "":
+				return errors.New("--token TOKEN is required: the admin token (the file admin.token in the manager's data directory)")
+			case c.CAFingerprint == "":
+				return errors.New("--ca-fingerprint HEX is required: the SHA-256 of the manager's CA certificate, as it prints at start")
+			}
+			cl, err := newClient(c)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			revs, err := cl.Revisions(cmd.Context())
+			if err != nil {
+				return hint(err)
+			}
+			path, err := configPath()
+			if err != nil {
+				return err
+			}
+			if err := saveConfig(path, c); err != nil {
+				return err
+			}
+			rev := "no spec yet"
+			if len(revs) > 0 {
+				rev = fmt.Sprintf("revision %d", slices.MaxFunc(revs, func(a, b api.Revision) int { return a.Revision - b.Revision }).Revision)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "logged in to %s (%s); saved in %s\n", cl.URL(), rev, path)
+			return nil
+		},
+	}
+	cf.add(cmd)
+	return cmd
+}
+
+// readSpecFile reads a spec document from path ("-": standard input).
+func readSpecFile(cmd *cobra.Command, path string) ([]byte, error) {
+	if path == "" {
+		return nil, errors.New("no spec given; pass -f spec.yaml (see examples/three-sites.yaml)")
+	}
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(cmd.InOrStdin())
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading spec: %w", err)
+	}
+	return data, nil
+}
+
+// specError names the file in a spec the manager refused.
+func specError(path string, err error) error {
+	if client.StatusOf(err) == http.StatusUnprocessableEntity {
+		if path == "-" {
+			path = "the spec on standard input"
+		}
+		return fmt.Errorf("%s is not valid; nothing was changed:\n%w", path, err)
+	}
+	return err
+}
+
+func affected(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+func printDiff(w io.Writer, diff string) {
+	if diff == "" {
+		return
+	}
+	io.WriteString(w, diff)
+	if !strings.HasSuffix(diff, "\n") {
+		io.WriteString(w, "\n")
+	}
+}
+
+func newApplyCmd() *cobra.Command {
+	var cf connFlags
+	var file string
+	cmd := &cobra.Command{
+		Use:   "apply -f spec.yaml",
+		Short: "Make a spec the federation's new revision; print what changes",
+		Long: `Apply sends the spec to the manager. The manager validates it (every problem
+is reported with its line; a spec that fails leaves the current revision in
+force), then apply prints the diff of every affected gateway's plan and makes
+the spec the new revision. The affected agents apply their new plans within
+a second. A spec equal to the current one changes nothing.`,
+		Example: `  fednet apply -f federation.yaml
+  fednet plan -f federation.yaml >/dev/null && fednet apply -f federation.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := readSpecFile(cmd, file)
+			if err != nil {
+				return err
+			}
+			return managerCall(&cf, func(c *client.Client) error {
+				ctx := cmd.Context()
+				out := cmd.OutOrStdout()
+				dry, err := c.PutSpec(ctx, string(data), true)
+				if err != nil {
+					return specError(file, err)
+				}
+				if !dry.Changed {
+					fmt.Fprintf(out, "no changes (revision %d)\n", dry.Revision)
+					return nil
+				}
+				printDiff(out, dry.Diff)
+				res, err := c.PutSpec(ctx, string(data), false)
+				if err != nil {
+					return specError(file, err)
+				}
+				if !res.Changed {
+					fmt.Fprintf(out, "no changes (revision %d)\n", res.Revision)
+					return nil
+				}
+				fmt.Fprintf(out, "revision %d; affected gateways: %s\n", res.Revision, affected(res.Affected))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "spec file (- for standard input)")
+	cf.add(cmd)
+	return cmd
+}
+
+func newDiffCmd() *cobra.Command {
+	var cf connFlags
+	var file string
+	cmd := &cobra.Command{
+		Use:   "diff -f spec.yaml",
+		Short: "Show how a spec would change the gateways' plans, without applying it",
+		Long: `Diff sends the spec to the manager as a dry run: the manager validates it and
+answers with the diff of every gateway plan it would change. Nothing is
+stored.`,
+		Example: `  fednet diff -f federation.yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := readSpecFile(cmd, file)
+			if err != nil {
+				return err
+			}
+			return managerCall(&cf, func(c *client.Client) error {
+				out := cmd.OutOrStdout()
+				dry, err := c.PutSpec(cmd.Context(), string(data), true)
+				if err != nil {
+					return specError(file, err)
+				}
+				switch {
+				case !dry.Changed:
+					fmt.Fprintf(out, "no changes (revision %d)\n", dry.Revision)
+				case len(dry.Affected) == 0:
+					fmt.Fprintf(out, "no plan changes; applying would make a new revision of the spec text (current: %d)\n", dry.Revision)
+				default:
+					printDiff(out, dry.Diff)
+					fmt.Fprintf(out, "affected gateways: %s\n", affected(dry.Affected))
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "spec file (- for standard input)")
+	cf.add(cmd)
+	return cmd
+}
+
+// gatewayState says in a word where a gateway is.
+func gatewayState(g api.Gateway) string {
+	switch {
+	case g.Removed:
+		return "removed"
+	case !g.Enrolled:
+		return "not enrolled"
+	case g.ApplyError != "":
+		return "error"
+	case g.PlanGeneration > 0 && g.AppliedGeneration >= g.PlanGeneration:
+		return "applied"
+	}
+	return "behind"
+}
+
+// ago renders how long ago t was ("never" for the zero time).
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return age(now.Sub(t)) + " ago"
+}
+
+// age renders a duration coarsely: 4s, 3m, 2h, 5d.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+		fallthrough
+	case d < time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + "m"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + "h"
+	}
+	return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+}
+
+// bytesHuman renders a byte count: 512 B, 1.5 KiB, 3.2 MiB.
+func bytesHuman(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func linkState(up bool) string {
+	if up {
+		return "up"
+	}
+	return "down"
+}
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+func newStatusCmd() *cobra.Command {
+	var cf connFlags
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the federation on one screen: revision, gateways, links",
+		Long: `Status shows the current revision; every gateway, whether it has applied its
+current plan ("applied") or not yet ("behind"; APPLIED and PLAN are the plan
+generations), and how long ago it last reported; and every link as its
+gateway reports it: up when a WireGuard handshake happened in the last three
+minutes, with the handshake's age and the bytes received and sent.`,
+		Example: `  fednet status
+  watch -n1 fednet status`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return managerCall(&cf, func(c *client.Client) error {
+				o, err := c.Overview(cmd.Context())
+				if err != nil {
+					return err
+				}
+				printOverview(cmd.OutOrStdout(), o, time.Now())
+				return nil
+			})
+		},
+	}
+	cf.add(cmd)
+	return cmd
+}
+
+func printOverview(w io.Writer, o *api.Overview, now time.Time) {
+	if o.Revision == 0 {
+		fmt.Fprintln(w, "no spec yet: apply one with fednet apply -f spec.yaml")
+		return
+	}
+	fmt.Fprintf(w, "revision %d (generation %d)\n\n", o.Revision, o.Generation)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "GATEWAY\tSITE\tSTATE\tAPPLIED\tPLAN\tREVISION\tLAST REPORT")
+	counts := map[string]int{}
+	var errs []string
+	for _, g := range o.Gateways {
+		st := gatewayState(g)
+		counts[st]++
+		applied, planGen, rev := "-", "-", "-"
+		if g.Enrolled && !g.Removed {
+			applied = strconv.FormatInt(g.AppliedGeneration, 10)
+			planGen = strconv.FormatInt(g.PlanGeneration, 10)
+			rev = strconv.Itoa(g.AppliedRevision)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, g.Site, st, applied, planGen, rev, ago(g.LastReport, now))
+		if g.ApplyError != "" {
+			errs = append(errs, fmt.Sprintf("%s: %s", g.Name, g.ApplyError))
+		}
+	}
+	tw.Flush()
+	for _, e := range errs {
+		fmt.Fprintf(w, "apply error on %s\n", e)
+	}
+	fmt.Fprintln(w)
+	up := 0
+	if len(o.Links) == 0 {
+		fmt.Fprintln(w, "no links reported yet")
+	} else {
+		tw = newTable(w)
+		fmt.Fprintln(tw, "LINK\tSTATE\tHANDSHAKE\tENDPOINT\tRX\tTX")
+		for _, l := range o.Links {
+			if l.Up {
+				up++
+			}
+			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\n", l.From, l.To, linkState(l.Up), ago(l.LastHandshake, now),
+				dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes))
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+	var parts []string
+	for _, st := range []string{"applied", "behind", "error", "not enrolled", "removed"} {
+		if counts[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
+		}
+	}
+	fmt.Fprintf(w, "gateways: %s; links: %d up, %d down\n", strings.Join(parts, ", "), up, len(o.Links)-up)
+}
+
+// getKinds are what "fednet get" lists.
+var getKinds = []string{"sites", "gateways", "links", "networks", "revisions"}
+
+func newGetCmd() *cobra.Command {
+	var cf connFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "get sites|gateways|links|networks|revisions [-o table|json|yaml]",
+		Short: "List the federation's sites, gateways, links, networks or spec revisions",
+		Long: `Get lists one kind of object as the manager sees it: the sites and networks
+of the current spec, the gateways (enrollment, keys, applied plan), the links
+as the gateways report them, or the stored spec revisions. -o json and -o yaml
+print the API's objects whole, for scripts.`,
+		Example: `  fednet get gateways
+  fednet get links -o json | jq '.[] | select(.up | not)'
+  fednet get revisions -o yaml`,
+		ValidArgs: getKinds,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 || !slices.Contains(getKinds, args[0]) {
+				return fmt.Errorf("say what to get: one of %s (e.g. fednet get gateways)", strings.Join(getKinds, ", "))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" && output != "yaml" {
+				return fmt.Errorf("-o %q is not an output format: use table, json or yaml", output)
+			}
+			return managerCall(&cf, func(c *client.Client) error {
+				v, table, err := fetch(cmd.Context(), c, args[0])
+				if err != nil {
+					return err
+				}
+				out := cmd.OutOrStdout()
+				switch output {
+				case "json":
+					return writeJSON(out, v)
+				case "yaml":
+					return writeYAML(out, v)
+				}
+				table(out, time.Now())
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, json or yaml")
+	cf.add(cmd)
+	return cmd
+}
+
+// fetch gets one kind of object; it returns it for json/yaml and a
+// function that prints it as a table.
+func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Writer, time.Time), error) {
+	switch kind {
+	case "sites":
+		v, err := c.Sites(ctx)
+		return v, func(w io.Writer, _ time.Time) {
+			tw := newTable(w)
+			fmt.Fprintln(tw, "NAME\tPROVIDER\tREGION\tPREFIXES\tGATEWAYS")
+			for _, s := range v {
+				var ps []string
+				for _, p := range s.Prefixes {
+					ps = append(ps, p.String())
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Provider, dash(s.Region), dash(strings.Join(ps, ",")), dash(strings.Join(s.Gateways, ",")))
+			}
+			tw.Flush()
+		}, err
+	case "gateways":
+		v, err := c.Gateways(ctx)
+		return v, func(w io.Writer, now time.Time) {
+			tw := newTable(w)
+			fmt.Fprintln(tw, "NAME\tSITE\tSTATE\tENDPOINT\tTRANSIT\tPUBLIC KEY\tAPPLIED\tPLAN\tLAST REPORT")
+			for _, g := range v {
+				transit := "-"
+				if g.TransitAddress.IsValid() {
+					transit = g.TransitAddress.String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", g.Name, g.Site, gatewayState(g),
+					dash(first(g.Endpoint, g.ObservedAddress)), transit, dash(g.PublicKey.String()),
+					g.AppliedGeneration, g.PlanGeneration, ago(g.LastReport, now))
+			}
+			tw.Flush()
+		}, err
+	case "links":
+		v, err := c.Links(ctx)
+		return v, func(w io.Writer, now time.Time) {
+			tw := newTable(w)
+			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tHANDSHAKE\tENDPOINT\tRX\tTX")
+			for _, l := range v {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.From, l.To, linkState(l.Up), ago(l.LastHandshake, now),
+					dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes))
+			}
+			tw.Flush()
+		}, err
+	case "networks":
+		v, err := c.Networks(ctx)
+		return v, func(w io.Writer, _ time.Time) {
+			tw := newTable(w)
+			fmt.Fprintln(tw, "NAME\tID\tMODE\tSITES")
+			for _, n := range v {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n.Name, n.ID, n.Mode, strings.Join(n.Sites, ","))
+			}
+			tw.Flush()
+		}, err
+	case "revisions":
+		v, err := c.Revisions(ctx)
+		return v, func(w io.Writer, now time.Time) {
+			tw := newTable(w)
+			fmt.Fprintln(tw, "REVISION\tCREATED\tSITES\tGATEWAYS\tNETWORKS")
+			for _, r := range v {
+				fmt.Fprintf(tw, "%d\t%s (%s)\t%d\t%d\t%d\n", r.Revision, r.Created.Local().Format(time.DateTime), ago(r.Created, now),
+					r.Sites, r.Gateways, r.Networks)
+			}
+			tw.Flush()
+		}, err
+	}
+	return nil, nil, fmt.Errorf("cannot get %q: use one of %s", kind, strings.Join(getKinds, ", "))
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeYAML prints v as YAML with the same field names and order as its
+// JSON form.
+func writeYAML(w io.Writer, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding: %w", err)
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil { // JSON is YAML
+		return fmt.Errorf("encoding YAML: %w", err)
+	}
+	blockStyle(&n)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return fmt.Errorf("encoding YAML: %w", err)
+	}
+	enc.Close()
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// blockStyle turns the flow style that JSON parses into block style, and
+// keeps strings that would read as another type quoted.
+func blockStyle(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode {
+		if n.Tag != "!!str" {
+			n.Style = 0
+		} else if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+			n.Style = 0 // the encoder quotes what needs it
+		}
+		return
+	}
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+func newTokenCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token create|list|revoke",
+		Short: "Create, list and revoke the join tokens that enroll gateways",
+		Long: `A join token enrolls one gateway's agent, once, before it expires. It carries
+the manager's URL, the fingerprint of its CA (so the agent trusts only that
+manager) and a secret. Treat it as a password until it is used.`,
+		Example: `  fednet token create --gateway aws-gw --ttl 30m
+  fednet token list
+  fednet token revoke 3f9ce1a2`,
+	}
+	cmd.AddCommand(newTokenCreateCmd(), newTokenListCmd(), newTokenRevokeCmd())
+	return cmd
+}
+
+func newTokenCreateCmd() *cobra.Command {
+	var cf connFlags
+	var gateway string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "create --gateway NAME [--ttl 1h]",
+		Short: "Create a one-time join token for a gateway and print it",
+		Long: `Create prints the join token alone on standard output, so that
+$(fednet token create ...) captures it; what to do with it goes to standard
+error. The gateway must be in the current spec.`,
+		Example: `  fednet token create --gateway aws-gw
+  ssh aws-gw fednet agent --data-dir /var/lib/fednet --token "$(fednet token create --gateway aws-gw --ttl 10m)"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if gateway == "" {
+				return errors.New("--gateway NAME is required: the gateway (from the spec) the token enrolls")
+			}
+			if ttl < 0 {
+				return fmt.Errorf("--ttl %v: give a positive duration such as 1h (at most 168h)", ttl)
+			}
+			return managerCall(&cf, func(c *client.Client) error {
+				tok, err := c.CreateToken(cmd.Context(), gateway, ttl)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), tok.Token)
+				fmt.Fprintf(cmd.ErrOrStderr(), "join token %s for gateway %s, valid once until %s; on the gateway run:\n"+
+					"  fednet agent --data-dir /var/lib/fednet --token TOKEN\n",
+					tok.ID, tok.Gateway, tok.Expires.Local().Format(time.DateTime))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&gateway, "gateway", "", "gateway the token enrolls")
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "how long the token is valid (default: the manager's, 1h; at most 168h)")
+	cf.add(cmd)
+	return cmd
+}
+
+// tokenState says in a word whether a token can still enroll.
+func tokenState(t api.Token, now time.Time) string {
+	switch {
+	case t.Used:
+		return "used"
+	case t.Revoked:
+		return "revoked"
+	case now.After(t.Expires):
+		return "expired"
+	}
+	return "valid"
+}
+
+func newTokenListCmd() *cobra.Command {
+	var cf connFlags
+	cmd := &cobra.Command{
+		Use:     "list",
+		Short:   "List the join tokens (without their secrets)",
+		Example: `  fednet token list`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return managerCall(&cf, func(c *client.Client) error {
+				toks, err := c.Tokens(cmd.Context())
+				if err != nil {
+					return err
+				}
+				now := time.Now()
+				tw := newTable(cmd.OutOrStdout())
+				fmt.Fprintln(tw, "ID\tGATEWAY\tSTATE\tEXPIRES")
+				for _, t := range toks {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Gateway, tokenState(t, now), t.Expires.Local().Format(time.DateTime))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cf.add(cmd)
+	return cmd
+}
+
+func newTokenRevokeCmd() *cobra.Command {
+	var cf connFlags
+	cmd := &cobra.Command{
+		Use:     "revoke ID",
+		Short:   "Revoke a join token so that it can no longer enroll",
+		Example: `  fednet token revoke 3f9ce1a2     # the ID from fednet token list`,
+		Args:    exactArgs("a token ID (see fednet token list)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return managerCall(&cf, func(c *client.Client) error {
+				if err := c.RevokeToken(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "join token %s revoked\n", args[0])
+				return nil
+			})
+		},
+	}
+	cf.add(cmd)
+	return cmd
+}
+
+// exactArgs accepts one argument and says what it should be.
+func exactArgs(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("%s takes one argument: %s", cmd.CommandPath(), what)
+		}
+		return nil
+	}
+}
+
+func newGatewayCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "gateway remove NAME",
+		Short:   "Manage enrolled gateways",
+		Example: `  fednet gateway remove azure-gw`,
+	}
+	var cf connFlags
+	remove := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Revoke a gateway: drop it from every peer's plan and refuse its credential",
+		Long: `Remove revokes a gateway. It disappears from every other gateway's plan (its
+peers drop its WireGuard key within a second or two), and the manager refuses
+its credential from then on, so its agent stops, leaving its own data plane
+as it is. The spec still lists it; to enroll it again, create a new join token.`,
+		Example: `  fednet gateway remove azure-gw`,
+		Args:    exactArgs("the gateway's name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return managerCall(&cf, func(c *client.Client) error {
+				if err := c.RemoveGateway(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "gateway %s removed: it leaves every peer's plan and its credential is refused\n", args[0])
+				return nil
+			})
+		},
+	}
+	cf.add(remove)
+	cmd.AddCommand(remove)
+	return cmd
+}
+
+func newRotateKeyCmd() *cobra.Command {
+	var cf connFlags
+	cmd := &cobra.Command{
+		Use:   "rotate-key GATEWAY",
+		Short: "Ask a gateway's agent to roll its WireGuard key",
+		Long: `Rotate-key asks the gateway's agent, through its next plan, to generate a new
+WireGuard key and send the manager its public half; the peers then get the new
+key in their plans and the links come back by themselves. The private key
+never leaves the gateway. "fednet get gateways" shows the new public key once
+the agent has answered.`,
+		Example: `  fednet rotate-key aws-gw`,
+		Args:    exactArgs("the gateway's name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return managerCall(&cf, func(c *client.Client) error {
+				if err := c.Rotate(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "asked gateway %s to roll its key; its agent answers with its next plan\n", args[0])
+				return nil
+			})
+		},
+	}
+	cf.add(cmd)
+	return cmd
+}

@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fednet/fednet/internal/client"
+)
+
+// Environment variables the operator commands read.
+const (
+	envManager       = "FEDNET_MANAGER"
+	envToken         = "FEDNET_TOKEN"
+	envCAFingerprint = "FEDNET_CA_FINGERPRINT"
+	envConfig        = "FEDNET_CONFIG"
+)
+
+// connection is where a manager is and how to authenticate to it; it is
+// also the content of the config file "fednet login" writes.
+type connection struct {
+	Manager       string `json:"manager"`
+	Token         string `json:"token"`
+	CAFingerprint string `json:"caFingerprint"`
+}
+
+// configPath is $FEDNET_CONFIG, else ~/.config/fednet/config.json (or
+// under $XDG_CONFIG_HOME).
+func configPath() (string, error) {
+	if p := os.Getenv(envConfig); p != "" {
+		return p, nil
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the config directory (set %s=FILE instead): %w", envConfig, err)
+	}
+	return filepath.Join(dir, "fednet", "config.json"), nil
+}
+
+// loadConfig reads the config file; a missing file is an empty connection.
+func loadConfig(path string) (connection, error) {
+	var c connection
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("reading config: %w", err)
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, fmt.Errorf("config file %s is damaged (%w); run fednet login again", path, err)
+	}
+	return c, nil
+}
+
+// saveConfig writes c to path with mode 0600 (it holds the admin token),
+// creating the directory with mode 0700; the write is atomic.
+func saveConfig(path string, c connection) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("writing config: %w", err)
+	}
+	data, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding config: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".config-*.json")
+	if err != nil {
+		return fmt.Errorf("writing config: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	err = tmp.Chmod(0o600)
+	if err == nil {
+		_, err = tmp.Write(append(data, '\n'))
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("writing config %s: %w", path, err)
+	}
+	return nil
+}
+
+// connFlags are the flags of every command that talks to a manager.
+type connFlags struct {
+	manager, token, caFingerprint string
+}
+
+func (f *connFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.manager, "manager", "", "manager URL https://HOST:PORT (default: $"+envManager+", then the config from fednet login)")
+	cmd.Flags().StringVar(&f.token, "token", "", "admin token (default: $"+envToken+", then the config from fednet login)")
+	cmd.Flags().StringVar(&f.caFingerprint, "ca-fingerprint", "", "hex SHA-256 of the manager's CA certificate (default: $"+envCAFingerprint+", then the config from fednet login)")
+}
+
+// resolve finds the connection: each field from its flag, else its
+// environment variable, else the config file.
+func (f *connFlags) resolve() (connection, error) {
+	c := connection{
+		Manager:       first(f.manager, os.Getenv(envManager)),
+		Token:         first(f.token, os.Getenv(envToken)),
+		CAFingerprint: first(f.caFingerprint, os.Getenv(envCAFingerprint)),
+	}
+	if c.Manager == "" || c.Token == "" || c.CAFingerprint == "" {
+		path, err := configPath()
+		if err != nil {
+			return c, err
+		}
+		file, err := loadConfig(path)
+		if err != nil {
+			return c, err
+		}
+		c.Manager = first(c.Manager, file.Manager)
+		c.Token = first(c.Token, file.Token)
+		c.CAFingerprint = first(c.CAFingerprint, file.CAFingerprint)
+		var missing []string
+		for _, m := range []struct{ v, flag, env string }{
+			{c.Manager, "--manager", envManager},
+			{c.Token, "--token", envToken},
+			{c.CAFingerprint, "--ca-fingerprint", envCAFingerprint},
+		} {
+			if m.v == "" {
+				missing = append(missing, fmt.Sprintf("%s (or $%s)", m.flag, m.env))
+			}
+		}
+		if len(missing) > 0 {
+			return c, fmt.Errorf("no manager to talk to: missing %s and nothing in %s; "+
+				"run: fednet login --manager https://HOST:PORT --token ADMIN_TOKEN --ca-fingerprint HEX, "+
+				"or set %s, %s and %s", strings.Join(missing, ", "), path, envManager, envToken, envCAFingerprint)
+		}
+	}
+	return c, nil
+}
+
+// client returns a client of the resolved manager.
+func (f *connFlags) client() (*client.Client, error) {
+	c, err := f.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return newClient(c)
+}
+
+func newClient(c connection) (*client.Client, error) {
+	cl, err := client.New(client.Config{URL: c.Manager, Token: c.Token, CAFingerprint: c.CAFingerprint})
+	if err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// first returns the first non-empty string.
+func first(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
