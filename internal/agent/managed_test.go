@@ -569,3 +569,46 @@ func TestManagedRefusedKeyIsNotRetried(t *testing.T) {
 		t.Error("a refused key replaced the old one")
 	}
 }
+
+func TestManagedRotationResumesAfterACrash(t *testing.T) {
+	f := realFed(t)
+	dir := t.TempDir()
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: (&dataplanes{}).new})
+	eventually(t, "applied", func() bool { return f.applied("aws-gw") })
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	// The agent died after writing its next key, maybe after sending it:
+	// on restart it must send that same key, not make another.
+	next, _ := wgtypes.GeneratePrivateKey()
+	if err := os.WriteFile(filepath.Join(dir, agent.NewKeyFile), []byte(next.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.admin.Rotate(context.Background(), "aws-gw"); err != nil {
+		t.Fatal(err)
+	}
+	dps := &dataplanes{}
+	startAgent(t, agent.ManagedConfig{DataDir: dir, NewDataplane: dps.new})
+	want := plan.Key(next.PublicKey())
+	eventually(t, "the manager holding the pending key", func() bool { return f.gateway("aws-gw").PublicKey == want })
+	eventually(t, "the pending key in place", func() bool { return filePublicKey(t, filepath.Join(dir, agent.KeyFile)) == want })
+	eventually(t, "the rotation answered", func() bool { return readCredential(t, dir).Rotation == 1 })
+}
+
+func TestManagedManagerURLOverride(t *testing.T) {
+	f := realFed(t)
+	dir := t.TempDir()
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: (&dataplanes{}).new})
+	eventually(t, "applied", func() bool { return f.applied("aws-gw") })
+	a.stop(t)
+	// The same manager by another name its certificate carries.
+	other := strings.Replace(f.URL(), "127.0.0.1", "localhost", 1)
+	dps := &dataplanes{}
+	b := startAgent(t, agent.ManagedConfig{DataDir: dir, Manager: other, NewDataplane: dps.new})
+	eventually(t, "the new URL saved", func() bool { return readCredential(t, dir).Manager == other })
+	f.setMTU(t, "1400")
+	eventually(t, "a change through the new URL", func() bool { return mtu(dps.last()) == 1340 })
+	if !b.logs.has("manager URL changed") {
+		t.Error("the URL change was not logged")
+	}
+}
