@@ -283,7 +283,7 @@ func (m *managed) enroll(ctx context.Context) (*Credential, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if client.StatusOf(err) != 0 || errors.Is(err, client.ErrUntrusted) {
+		if refused(err) || errors.Is(err, client.ErrUntrusted) {
 			return nil, fmt.Errorf("enrolling with join token %s: %w", jt.ID, err)
 		}
 		out.failed(m.logf, "enrolling", err)
@@ -305,9 +305,9 @@ func (m *managed) watch(ctx context.Context) error {
 
 	bo := m.backoff()
 	var out outage
-	refused := 0 // a rotation request the manager refused our key for
+	refusedRotation := 0 // a rotation request the manager refused our key for
 	for ctx.Err() == nil {
-		if want := m.rotationWanted(); want > 0 && want != refused {
+		if want := m.rotationWanted(); want > 0 && want != refusedRotation {
 			err := m.rotate(ctx, want)
 			switch {
 			case err == nil:
@@ -315,9 +315,9 @@ func (m *managed) watch(ctx context.Context) error {
 				return nil
 			case client.IsAuth(err):
 				return m.removed(gw, err)
-			case client.StatusOf(err) != 0:
+			case refused(err):
 				m.logf("the manager refused our new key for rotation %d: %v; waiting for its next request", want, err)
-				refused = want
+				refusedRotation = want
 			case errors.Is(err, errDataplane):
 				return err
 			default:
@@ -357,6 +357,14 @@ func (m *managed) watch(ctx context.Context) error {
 		m.poke()
 	}
 	return nil
+}
+
+// refused reports whether err is the manager refusing a request (4xx),
+// which sending it again does not change; a 5xx or a network error may
+// pass.
+func refused(err error) bool {
+	s := client.StatusOf(err)
+	return s >= 400 && s < 500
 }
 
 // removed is the error RunManaged ends with when the manager refuses the

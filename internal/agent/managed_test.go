@@ -612,3 +612,29 @@ func TestManagedManagerURLOverride(t *testing.T) {
 		t.Error("the URL change was not logged")
 	}
 }
+
+func TestManagedEnrollmentWaitsForTheManager(t *testing.T) {
+	f := realFed(t)
+	tok := f.token(t, "aws-gw")
+	f.Down()
+	dps := &dataplanes{}
+	a := startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: tok, NewDataplane: dps.new})
+	eventually(t, "a logged enrollment failure", func() bool { return a.logs.has("enrolling: cannot reach the manager at " + f.URL()) })
+	f.Up()
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+}
+
+func TestManagedRetriesServerErrors(t *testing.T) {
+	f, fake := fakeFed(t)
+	fake.Fail("POST /v1/enroll", 503)
+	dps := &dataplanes{}
+	a := startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
+	eventually(t, "a logged 503", func() bool { return a.logs.has("503") })
+	fake.Fail("POST /v1/enroll", 0)
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+	fake.Fail("GET /v1/gateways/aws-gw/plan", 500)
+	f.setMTU(t, "1400")
+	eventually(t, "a logged 500", func() bool { return a.logs.has("watching the plan: manager: 500") })
+	fake.Fail("GET /v1/gateways/aws-gw/plan", 0)
+	eventually(t, "the change applied", func() bool { return mtu(dps.last()) == 1340 })
+}
