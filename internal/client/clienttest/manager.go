@@ -1,7 +1,6 @@
 package clienttest
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
@@ -686,16 +685,4 @@ func random(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// WaitChange is a helper for tests: it returns when the manager's state
-// changes or ctx ends.
-func (m *Manager) WaitChange(ctx context.Context) {
-	m.mu.Lock()
-	ch := m.changed
-	m.mu.Unlock()
-	select {
-	case <-ch:
-	case <-ctx.Done():
-	}
 }
