@@ -74,8 +74,11 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		case <-r.Context().Done():
+			// Mostly the client is gone and nobody reads this; if not,
+			// "no change yet" is the right answer.
 			m.watchers.Add(-1)
-			return nil // the client is gone; nobody reads an answer
+			w.WriteHeader(http.StatusNoContent)
+			return nil
 		}
 	}
 }

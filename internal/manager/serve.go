@@ -41,10 +41,13 @@ func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           m.Handler(),
 		TLSConfig:         m.TLSConfig(),
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		IdleTimeout:       MaxWatchTimeout + 30*time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          log.New(logWriter(m.cfg.Logf), "", 0),
+		// Over HTTP/1.1 the whole-request read deadline stays set while the
+		// handler runs, and when it passes the request's context is
+		// canceled: it must outlast the longest plan watch.
+		ReadTimeout:    MaxWatchTimeout + 30*time.Second,
+		IdleTimeout:    MaxWatchTimeout + 30*time.Second,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       log.New(logWriter(m.cfg.Logf), "", 0),
 		BaseContext: func(net.Listener) context.Context {
 			return context.WithValue(context.Background(), drainKey{}, (<-chan struct{})(drain))
 		},
