@@ -21,6 +21,12 @@ const shutdownGrace = 5 * time.Second
 // TLSConfig is the server side TLS configuration: TLS 1.3 only, presenting
 // the server certificate with the CA (which clients pin) behind it. The
 // certificate is renewed while serving when it comes close to expiry.
+//
+// The certificate comes from GetCertificate; Certificates stays empty
+// (clients that dial an IP address send no server name, and Certificates
+// would then win). httptest.Server.StartTLS fills Certificates with its own
+// certificate, so serve this configuration with http.Server.ServeTLS, or
+// just use Serve.
 func (m *Manager) TLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
@@ -41,9 +47,8 @@ func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           m.Handler(),
 		TLSConfig:         m.TLSConfig(),
 		ReadHeaderTimeout: 10 * time.Second,
-		// Over HTTP/1.1 the whole-request read deadline stays set while the
-		// handler runs, and when it passes the request's context is
-		// canceled: it must outlast the longest plan watch.
+		// Bounds reading a request; kept above the longest plan watch so
+		// that no deadline of the connection can cut a watch short.
 		ReadTimeout:    MaxWatchTimeout + 30*time.Second,
 		IdleTimeout:    MaxWatchTimeout + 30*time.Second,
 		MaxHeaderBytes: 64 << 10,
