@@ -92,6 +92,9 @@ type Manager struct {
 
 	reportsMu sync.Mutex
 	reports   map[string]report // by gateway; in memory only
+
+	revMu    sync.Mutex
+	revCache map[int]api.Revision // read models of stored revisions
 }
 
 // report is a gateway's last status report.
@@ -129,7 +132,7 @@ func New(cfg Config) (*Manager, error) {
 	} else if fi.Mode().Perm()&0o077 != 0 {
 		cfg.Logf("warning: data directory %s is open to others (mode %v); chmod 700 it: it holds the CA key and admin token", cfg.DataDir, fi.Mode().Perm())
 	}
-	m := &Manager{cfg: cfg, url: u, changed: make(chan struct{}), reports: map[string]report{}}
+	m := &Manager{cfg: cfg, url: u, changed: make(chan struct{}), reports: map[string]report{}, revCache: map[int]api.Revision{}}
 	if m.lock, err = lockDir(filepath.Join(cfg.DataDir, LockFile)); err != nil {
 		return nil, err
 	}

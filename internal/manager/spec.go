@@ -174,16 +174,31 @@ func (m *Manager) getRevisions(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]api.Revision, 0, len(revs))
 	for _, rev := range revs {
-		a := api.Revision{Revision: rev.Number, Created: rev.Created}
-		if f, err := spec.Parse([]byte(rev.YAML)); err == nil {
-			a.Sites, a.Networks = len(f.Sites), len(f.Networks)
-			for _, s := range f.Sites {
-				a.Gateways += len(s.Gateways)
-			}
-		}
-		out = append(out, a)
+		out = append(out, m.revisionModel(rev))
 	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// revisionModel counts a revision's sites, gateways and networks; a
+// revision never changes, so the counts are parsed once and kept.
+func (m *Manager) revisionModel(rev store.Revision) api.Revision {
+	m.revMu.Lock()
+	a, ok := m.revCache[rev.Number]
+	m.revMu.Unlock()
+	if ok && a.Created.Equal(rev.Created) {
+		return a
+	}
+	a = api.Revision{Revision: rev.Number, Created: rev.Created}
+	if f, err := spec.Parse([]byte(rev.YAML)); err == nil {
+		a.Sites, a.Networks = len(f.Sites), len(f.Networks)
+		for _, s := range f.Sites {
+			a.Gateways += len(s.Gateways)
+		}
+	}
+	m.revMu.Lock()
+	m.revCache[rev.Number] = a
+	m.revMu.Unlock()
+	return a
 }
 
 // planError is a failure of plan.Compute: the spec (with the keys the
