@@ -212,15 +212,19 @@ WireGuard control sockets, so "wg show" works there.`,
 
 func newLabDemoCmd() *cobra.Command {
 	var sites int
-	var keep, asJSON bool
+	var keep, asJSON, static bool
 	var file string
 	var throughput time.Duration
 	cmd := &cobra.Command{
 		Use:   "demo [--sites N] [--keep] [--json]",
 		Short: "Build a lab of N sites, federate it with real agents and prove it works",
 		Long: `Demo builds a lab (3 sites by default: aws, azure, onprem with 2 hosts each),
-creates keys and plans, starts one agent per gateway, waits for the tunnels and
-then checks and prints:
+starts a manager in its own namespace, applies the spec through its API and
+starts one agent per gateway, enrolled with a join token (with --static: keys
+and plan files instead of a manager). It waits for the tunnels and then checks
+and prints:
+  - the propagation time of a spec change (managed mode): from the API call
+    until every affected agent reports the new plan applied;
   - the address plan;
   - a connectivity matrix: every host pings every host of the other sites;
   - round-trip time host-to-host over the overlay against gateway-to-gateway
@@ -236,13 +240,16 @@ It exits 0 only if every check passes, and removes the lab unless --keep.`,
 			if err := needRoot(); err != nil {
 				return err
 			}
-			cfg := demo.Config{Sites: sites, Keep: keep, Throughput: throughput}
+			cfg := demo.Config{Sites: sites, Keep: keep, Throughput: throughput, Static: static}
 			if file != "" {
-				f, err := readSpec(file)
+				if _, err := readSpec(file); err != nil {
+					return err
+				}
+				data, err := os.ReadFile(file)
 				if err != nil {
 					return err
 				}
-				cfg.Federation = f
+				cfg.SpecYAML = string(data)
 			}
 			if !asJSON {
 				cfg.Progress = cmd.OutOrStdout()
@@ -266,6 +273,7 @@ It exits 0 only if every check passes, and removes the lab unless --keep.`,
 	}
 	cmd.Flags().IntVar(&sites, "sites", 3, "number of sites (2 to 12)")
 	cmd.Flags().StringVarP(&file, "file", "f", "", "run the demo on this spec instead of a generated one")
+	cmd.Flags().BoolVar(&static, "static", false, "run the agents on plan files instead of a manager")
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab running (remove it with: fednet lab down --name demo)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object (progress goes to standard error)")
 	cmd.Flags().DurationVar(&throughput, "throughput-time", 5*time.Second, "length of each iperf3 run")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -21,8 +22,11 @@ type Config struct {
 	// Sites is how many sites the generated spec has (default 3, 2..12).
 	// Ignored when Federation is set.
 	Sites int
-	// Federation, when set, is the spec to run instead of a generated one.
-	Federation *spec.Federation
+	// SpecYAML, when set, is the spec to run instead of a generated one.
+	SpecYAML string
+	// Static runs the agents on plan files (`fednet agent --plan`) instead
+	// of a manager.
+	Static bool
 	// Binary is the fednet executable the agents run (default: this one).
 	Binary string
 	// LabName names the lab (default "demo").
@@ -65,6 +69,8 @@ type Report struct {
 	NonWireGuardPackets    int           `json:"non_wireguard_packets"`
 	PlaintextPackets       int           `json:"plaintext_packets"`
 	ConvergedS             float64       `json:"converged_s"`
+	Mode                   string        `json:"mode"`
+	PropagationMs          float64       `json:"propagation_ms,omitempty"`
 	DurationS              float64       `json:"duration_s"`
 	Checks                 []Check       `json:"checks"`
 	ChecksPassed           bool          `json:"checks_passed"`
@@ -156,12 +162,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		cfg.Binary = exe
 	}
-	f := cfg.Federation
-	if f == nil {
+	specYAML := cfg.SpecYAML
+	if specYAML == "" {
 		var err error
-		if f, err = GenerateSpec(cfg.Sites); err != nil {
+		if specYAML, err = GenerateSpecYAML(cfg.Sites); err != nil {
 			return nil, err
 		}
+	}
+	f, err := spec.Parse([]byte(specYAML))
+	if err != nil {
+		return nil, err
 	}
 	if len(f.Sites) < 2 {
 		return nil, errors.New("the demo needs at least two sites")
@@ -172,11 +182,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("removing an old lab %q: %w", cfg.LabName, err)
 	}
 	step("building lab %q: %d sites", cfg.LabName, len(f.Sites))
-	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: cfg.LabName})
+	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: cfg.LabName, Manager: !cfg.Static})
 	if err != nil {
 		return nil, err
 	}
-	var d *Deployment
+	var d interface {
+		AgentsAlive() error
+		Stop(context.Context) error
+	}
 	defer func() {
 		if cfg.Keep {
 			step("lab kept: fednet lab status --name %s; remove it with fednet lab down --name %s", cfg.LabName, cfg.LabName)
@@ -190,7 +203,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		l.Down(cleanup)
 	}()
 
-	r := &Report{Sites: len(f.Sites), Gateways: len(l.Gateways()), AddressPlan: plan.AddressPlan(f)}
+	r := &Report{Sites: len(f.Sites), Gateways: len(l.Gateways()), AddressPlan: plan.AddressPlan(f), Mode: "managed"}
+	if cfg.Static {
+		r.Mode = "static"
+	}
 	for _, s := range l.Sites() {
 		r.Hosts += len(l.Hosts(s))
 	}
@@ -224,11 +240,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r.ThroughputUnderlayMbps = round(tu.Mbps, 1)
 
-	step("keys, plans and one agent per gateway")
 	agentsStart := time.Now()
-	d, err = Deploy(ctx, l, cfg.Binary)
-	if err != nil {
-		return r, err
+	var managed *Managed
+	if cfg.Static {
+		step("keys, plans and one agent per gateway (static mode: plan files)")
+		dep, err := Deploy(ctx, l, cfg.Binary)
+		if err != nil {
+			return r, err
+		}
+		d = dep
+	} else {
+		step("manager at %s; spec applied through the API; one agent per gateway, enrolled with a join token", l.Manager.Public.Addr())
+		if managed, err = StartManaged(ctx, l, cfg.Binary); err != nil {
+			return r, err
+		}
+		d = managed
+		agentsStart = time.Now()
+		if _, err := managed.Apply(ctx, specYAML); err != nil {
+			return r, fmt.Errorf("applying the spec: %w", err)
+		}
+		for _, gw := range l.Gateways() {
+			if err := managed.Enroll(ctx, gw.Name); err != nil {
+				return r, err
+			}
+		}
 	}
 	pairs := CrossSitePairs(l, sites)
 	cctx, cancel := context.WithTimeout(ctx, cfg.ConvergeTimeout)
@@ -236,6 +271,24 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cancel()
 	r.ConvergedS = round(time.Since(agentsStart).Seconds(), 2)
 	check("converged", convErr == nil, "every host reaches every host of the other sites %.2f s after the agents started%s", r.ConvergedS, errSuffix(convErr))
+	if managed != nil {
+		// A change that touches every gateway: the tunnel MTU.
+		mtu := f.Overlay.UnderlayMTU - 20
+		changed, err := WithUnderlayMTU(specYAML, mtu)
+		if err != nil {
+			return r, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		took, resp, err := managed.Propagate(pctx, changed)
+		cancel()
+		affected := 0
+		if resp != nil {
+			affected = len(resp.Affected)
+		}
+		r.PropagationMs = round(float64(took)/float64(time.Millisecond), 1)
+		check("propagation", err == nil && affected == len(l.Gateways()), "underlayMTU %d -> %d applied by all %d affected agents %.1f ms after the API call%s",
+			f.Overlay.UnderlayMTU, mtu, affected, r.PropagationMs, errSuffix(err))
+	}
 	r.WireGuard = wireGuardKind(ctx, gwA)
 
 	// The wire check watches the connectivity matrix and a short bulk
@@ -264,7 +317,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return r, err
 	}
-	wire, err := lab.AnalyzeWire(pcap, f.Overlay.Supernet, f.Overlay.ListenPort)
+	var control []netip.Addr
+	if l.Manager != nil {
+		control = append(control, l.Manager.Public.Addr())
+	}
+	wire, err := lab.AnalyzeWire(pcap, f.Overlay.Supernet, f.Overlay.ListenPort, control...)
 	if err != nil {
 		return r, err
 	}

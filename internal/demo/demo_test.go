@@ -58,16 +58,31 @@ func noLab(t *testing.T, name string) {
 	}
 }
 
-// TestDemo runs the whole demo as `fednet lab demo` does and checks the
-// report, then that nothing is left behind.
+// TestDemo runs the whole demo as `fednet lab demo` does (with a manager)
+// and checks the report, then that nothing is left behind.
 func TestDemo(t *testing.T) {
+	r := runDemo(t, "e2edemo", false)
+	if r.Mode != "managed" || r.PropagationMs <= 0 {
+		t.Errorf("mode %q, propagation %.1f ms: want managed with a propagation figure", r.Mode, r.PropagationMs)
+	}
+	t.Logf("propagation_ms %.1f", r.PropagationMs)
+}
+
+// TestDemoStatic runs the demo on plan files, without a manager.
+func TestDemoStatic(t *testing.T) {
+	r := runDemo(t, "e2estatic", true)
+	if r.Mode != "static" {
+		t.Errorf("mode %q, want static", r.Mode)
+	}
+}
+
+func runDemo(t *testing.T, name string, static bool) *demo.Report {
 	needRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const name = "e2edemo"
 	t.Cleanup(func() { lab.Down(context.Background(), name) })
 	var progress strings.Builder
-	r, err := demo.Run(ctx, demo.Config{Binary: binary, LabName: name, Throughput: 2 * time.Second, Progress: &progress})
+	r, err := demo.Run(ctx, demo.Config{Binary: binary, LabName: name, Throughput: 2 * time.Second, Progress: &progress, Static: static})
 	t.Log("\n" + progress.String())
 	if err != nil {
 		t.Fatalf("demo: %v", err)
@@ -97,6 +112,7 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	noLab(t, name)
+	return r
 }
 
 // TestRemoveSite federates three sites, removes one from the spec, re-plans

@@ -1,0 +1,322 @@
+package demo
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/client"
+	"github.com/fednet/fednet/internal/lab"
+)
+
+// ManagerPort is the port the lab's manager listens on.
+const ManagerPort = 7443
+
+// Managed is a federation run by a manager on a lab: `fednet manager` in
+// the lab's manager node, one `fednet agent` per gateway enrolled with a
+// join token, the spec applied through the API.
+type Managed struct {
+	Lab    *lab.Lab
+	Binary string
+	// Admin talks to the manager with the admin token.
+	Admin *client.Client
+
+	mu          sync.Mutex
+	fingerprint string // of the manager's CA
+	manager     *lab.Process
+	agents  map[string]*lab.Process
+}
+
+// StartManaged starts the manager of l (built with lab.Config.Manager) and
+// waits until its API answers. It enrolls nobody yet.
+func StartManaged(ctx context.Context, l *lab.Lab, binary string) (*Managed, error) {
+	if l.Manager == nil {
+		return nil, errors.New("the lab has no manager node (lab.Config.Manager)")
+	}
+	m := &Managed{Lab: l, Binary: binary, agents: map[string]*lab.Process{}}
+	if err := m.StartManager(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// URL is the manager's address on the lab internet.
+func (m *Managed) URL() string {
+	return "https://" + netip.AddrPortFrom(m.Lab.Manager.Public.Addr(), ManagerPort).String()
+}
+
+// StartManager (re)starts the manager process on its data directory and
+// waits until its API answers.
+func (m *Managed) StartManager(ctx context.Context) error {
+	node := m.Lab.Manager
+	addr := netip.AddrPortFrom(node.Public.Addr(), ManagerPort).String()
+	p, err := m.Lab.Start(node, m.Binary, "manager", "--data-dir", node.Dir, "--listen", addr, "--advertise", m.URL())
+	if err != nil {
+		return fmt.Errorf("starting the manager: %w", err)
+	}
+	m.mu.Lock()
+	m.manager = p
+	m.mu.Unlock()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := m.connect(ctx)
+		if err == nil {
+			return nil
+		}
+		if p.Exited() || time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("the manager did not come up: %v; its log:\n%s", err, tail(p.LogText(), 2000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// connect makes the admin client from the manager's data directory and
+// checks that the API answers.
+func (m *Managed) connect(ctx context.Context) error {
+	dir := m.Lab.Manager.Dir
+	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		return err
+	}
+	pemBytes, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return err
+	}
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return errors.New("ca.crt holds no PEM block")
+	}
+	if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+		return fmt.Errorf("ca.crt: %w", err)
+	}
+	m.mu.Lock()
+	m.fingerprint = client.Fingerprint(block.Bytes)
+	m.mu.Unlock()
+	c, err := m.ClientAs(string(trimSpace(token)))
+	if err != nil {
+		return err
+	}
+	if _, err := c.Overview(ctx); err != nil {
+		c.Close()
+		return err
+	}
+	m.mu.Lock()
+	if m.Admin != nil {
+		m.Admin.Close()
+	}
+	m.Admin = c
+	m.mu.Unlock()
+	return nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// ClientAs returns a client of the manager that authenticates with token.
+// The lab's addresses are not routable from this machine's own namespace
+// (the lab never touches it), so the client opens its connections inside
+// the manager's node, which reaches its own public address.
+func (m *Managed) ClientAs(token string) (*client.Client, error) {
+	m.mu.Lock()
+	fp := m.fingerprint
+	m.mu.Unlock()
+	node := m.Lab.Manager
+	return client.New(client.Config{URL: m.URL(), Token: token, CAFingerprint: fp,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := node.Do(func() error {
+				var err error
+				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		}})
+}
+
+// StopManager ends the manager process.
+func (m *Managed) StopManager(ctx context.Context) error {
+	m.mu.Lock()
+	p := m.manager
+	m.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.Stop(ctx)
+}
+
+// Apply puts a spec through the API and returns the manager's answer.
+func (m *Managed) Apply(ctx context.Context, specYAML string) (*api.SpecResponse, error) {
+	return m.Admin.PutSpec(ctx, specYAML, false)
+}
+
+// Enroll creates a join token for a gateway and starts its agent with it.
+func (m *Managed) Enroll(ctx context.Context, gateway string) error {
+	node := m.Lab.Gateway(gateway)
+	if node == nil {
+		return fmt.Errorf("gateway %s is not in the lab", gateway)
+	}
+	tok, err := m.Admin.CreateToken(ctx, gateway, 10*time.Minute)
+	if err != nil {
+		return fmt.Errorf("join token for %s: %w", gateway, err)
+	}
+	return m.startAgent(node, "--token", tok.Token)
+}
+
+// StartAgent starts a gateway's agent again on its data directory (it
+// needs no token once enrolled).
+func (m *Managed) StartAgent(gateway string) error {
+	node := m.Lab.Gateway(gateway)
+	if node == nil {
+		return fmt.Errorf("gateway %s is not in the lab", gateway)
+	}
+	return m.startAgent(node)
+}
+
+func (m *Managed) startAgent(node *lab.Node, args ...string) error {
+	argv := append([]string{"agent", "--data-dir", AgentDir(node)}, args...)
+	p, err := m.Lab.Start(node, m.Binary, argv...)
+	if err != nil {
+		return fmt.Errorf("starting the agent of %s: %w", node.Name, err)
+	}
+	m.mu.Lock()
+	m.agents[node.Name] = p
+	m.mu.Unlock()
+	return nil
+}
+
+// AgentDir is a gateway agent's data directory in the lab.
+func AgentDir(gw *lab.Node) string { return filepath.Join(gw.Dir, "agent") }
+
+// Agent returns the current agent process of a gateway, or nil.
+func (m *Managed) Agent(gateway string) *lab.Process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.agents[gateway]
+}
+
+// StopAgent ends a gateway's agent; its tunnels stay.
+func (m *Managed) StopAgent(ctx context.Context, gateway string) error {
+	if p := m.Agent(gateway); p != nil {
+		return p.Stop(ctx)
+	}
+	return nil
+}
+
+// Stop ends the agents and the manager.
+func (m *Managed) Stop(ctx context.Context) error {
+	m.mu.Lock()
+	procs := []*lab.Process{m.manager}
+	for _, p := range m.agents {
+		procs = append(procs, p)
+	}
+	if m.Admin != nil {
+		m.Admin.Close()
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, p := range procs {
+		if p != nil {
+			errs = append(errs, p.Stop(ctx))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AgentsAlive returns an error naming the first agent that has exited.
+func (m *Managed) AgentsAlive() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, p := range m.agents {
+		if p.Exited() {
+			return fmt.Errorf("the agent of %s exited (%v); its log:\n%s", name, p.Err(), tail(p.LogText(), 2000))
+		}
+	}
+	return nil
+}
+
+// WaitApplied polls the manager until every named gateway that is enrolled
+// and has a plan reports that it applied that plan, and returns how long
+// that took. A gateway that has not enrolled yet, or left the spec, has
+// nothing to wait for.
+func (m *Managed) WaitApplied(ctx context.Context, gateways []string) (time.Duration, error) {
+	start := time.Now()
+	var last error
+	for {
+		gws, err := m.Admin.Gateways(ctx)
+		if err == nil {
+			behind := ""
+			byName := map[string]api.Gateway{}
+			for _, g := range gws {
+				byName[g.Name] = g
+			}
+			for _, name := range gateways {
+				g, ok := byName[name]
+				if !ok || !g.Enrolled || g.Removed || g.PlanGeneration == 0 {
+					continue // no agent, or no plan any more (left the spec)
+				}
+				if g.AppliedGeneration < g.PlanGeneration {
+					behind = name + " (applied " + strconv.FormatInt(g.AppliedGeneration, 10) + " of " + strconv.FormatInt(g.PlanGeneration, 10) + ")"
+					break
+				}
+			}
+			if behind == "" {
+				return time.Since(start), nil
+			}
+			err = errors.New(behind + " is behind")
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("waiting for the agents to apply: %v: %w", last, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// Propagate applies specYAML and measures the time from the call until
+// every gateway the change affects reports the new plan applied.
+func (m *Managed) Propagate(ctx context.Context, specYAML string) (time.Duration, *api.SpecResponse, error) {
+	start := time.Now()
+	resp, err := m.Apply(ctx, specYAML)
+	if err != nil {
+		return 0, nil, err
+	}
+	if _, err := m.WaitApplied(ctx, resp.Affected); err != nil {
+		return time.Since(start), resp, err
+	}
+	return time.Since(start), resp, nil
+}
+
+// WithUnderlayMTU returns specYAML with overlay.underlayMTU set: a change
+// that touches every gateway's plan (tunnel MTU and MSS clamp). Comments
+// are lost.
+func WithUnderlayMTU(specYAML string, mtu int) (string, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(specYAML), &doc); err != nil {
+		return "", err
+	}
+	ov, _ := doc["overlay"].(map[string]any)
+	if ov == nil {
+		ov = map[string]any{}
+	}
+	ov["underlayMTU"] = mtu
+	doc["overlay"] = ov
+	b, err := yaml.Marshal(doc)
+	return string(b), err
+}

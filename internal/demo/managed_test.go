@@ -1,0 +1,339 @@
+package demo_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fednet/fednet/internal/agent"
+	"github.com/fednet/fednet/internal/client"
+	"github.com/fednet/fednet/internal/demo"
+	"github.com/fednet/fednet/internal/lab"
+)
+
+// managedLab builds a lab of n sites with a manager, applies the spec
+// without the sites in without, enrolls those gateways and waits until
+// their hosts reach each other.
+func managedLab(t *testing.T, ctx context.Context, name string, n int, without ...string) (*lab.Lab, *demo.Managed) {
+	t.Helper()
+	needRoot(t)
+	lab.Down(ctx, name)
+	f, err := demo.GenerateSpec(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: name, Manager: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Down(context.Background())
+		noLab(t, name)
+	})
+	m, err := demo.StartManaged(ctx, l, binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Stop(context.Background()) })
+	text, err := demo.GenerateSpecYAML(n, without...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Apply(ctx, text); err != nil {
+		t.Fatal(err)
+	}
+	var sites []string
+	for _, s := range l.Sites() {
+		if !contains(without, s) {
+			sites = append(sites, s)
+			for _, gw := range l.SiteGateways(s) {
+				if err := m.Enroll(ctx, gw.Name); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	took, err := demo.WaitReachable(wctx, demo.CrossSitePairs(l, sites), m.AgentsAlive)
+	if err != nil {
+		t.Fatalf("the managed federation did not converge: %v", err)
+	}
+	t.Logf("converged %v after enrolling %d sites", took.Round(time.Millisecond), len(sites))
+	return l, m
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// pinger pings continuously in the background; wait returns the result.
+func pinger(ctx context.Context, from *lab.Node, to *lab.Node, count int, interval time.Duration) func() lab.PingResult {
+	done := make(chan lab.PingResult, 1)
+	go func() {
+		r, err := lab.Ping(ctx, from, to.LAN.Addr(), count, interval)
+		if err != nil {
+			r = lab.PingResult{Sent: count}
+		}
+		done <- r
+	}()
+	return func() lab.PingResult { return <-done }
+}
+
+// wgPeers returns the public keys a gateway's WireGuard device has as peers.
+func wgPeers(t *testing.T, ctx context.Context, gw *lab.Node) []string {
+	t.Helper()
+	out, err := gw.Run(ctx, "wg", "show", "fed0", "peers")
+	if err != nil {
+		t.Fatalf("wg show on %s: %v", gw, err)
+	}
+	return strings.Fields(out)
+}
+
+func wgPublicKey(t *testing.T, ctx context.Context, gw *lab.Node) string {
+	t.Helper()
+	out, err := gw.Run(ctx, "wg", "show", "fed0", "public-key")
+	if err != nil {
+		t.Fatalf("wg show on %s: %v", gw, err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// poll runs cond every 10 ms until it holds or the deadline passes, and
+// returns how long it took.
+func poll(t *testing.T, what string, limit time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// TestManagedAddRemoveSite adds a fourth site through the API and removes
+// it again while hosts of two other sites ping each other every 10 ms: not
+// one ping may be lost.
+func TestManagedAddRemoveSite(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, m := managedLab(t, ctx, "e2eaddrm", 4, "gcp")
+	awsH, azureH, gcpH := l.Hosts("aws")[0], l.Hosts("azure")[0], l.Hosts("gcp")[0]
+	const count = 1000 // 10 s at 10 ms
+	wait := pinger(ctx, awsH, azureH, count, 10*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+
+	four, _ := demo.GenerateSpecYAML(4)
+	actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+	defer acancel()
+	took, resp, err := m.Propagate(actx, four)
+	if err != nil {
+		t.Fatalf("adding gcp: %v", err)
+	}
+	t.Logf("adding gcp: revision %d, affected %v, propagated in %v", resp.Revision, resp.Affected, took.Round(time.Millisecond))
+	if err := m.Enroll(ctx, "gcp-gw"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if _, err := demo.WaitReachable(wctx, demo.CrossSitePairs(l, l.Sites()), nil); err != nil {
+		t.Fatalf("gcp did not join: %v", err)
+	}
+
+	three, _ := demo.GenerateSpecYAML(4, "gcp")
+	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer pcancel()
+	took, resp, err = m.Propagate(pctx, three)
+	if err != nil {
+		t.Fatalf("removing gcp: %v", err)
+	}
+	t.Logf("removing gcp: revision %d, affected %v, propagated in %v", resp.Revision, resp.Affected, took.Round(time.Millisecond))
+	if !demo.Unreachable(ctx, awsH, gcpH.LAN.Addr(), 3) {
+		t.Error("aws still reaches gcp after its removal")
+	}
+	r := wait()
+	t.Logf("aws -> azure during the add and the removal: %s", r)
+	if r.Received != r.Sent || r.Sent != count {
+		t.Errorf("lost %d of %d pings between aws and azure while gcp came and went", r.Sent-r.Received, r.Sent)
+	}
+}
+
+// TestManagerDown: with the manager stopped every tunnel keeps working; an
+// agent restarted on a wiped data plane restores it from its cache; the
+// restarted manager serves the same revision and the agents come back to
+// it by themselves.
+func TestManagerDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, m := managedLab(t, ctx, "e2emgrdown", 3)
+	before, err := m.Admin.GetSpec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.StopManager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pairs := demo.CrossSitePairs(l, l.Sites())
+	for i, r := range demo.PingAll(ctx, pairs, 2, 100*time.Millisecond) {
+		if r.Received == 0 {
+			t.Errorf("manager down: %s -> %s unreachable", pairs[i].From, pairs[i].To)
+		}
+	}
+
+	// A gateway "reboots" while the manager is away: agent gone, tunnel
+	// interface and firewall gone.
+	aws := l.Gateway("aws-gw")
+	if err := m.StopAgent(ctx, "aws-gw"); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"ip", "link", "del", "fed0"}, {"nft", "delete", "table", "inet", "fednet"}} {
+		if out, err := aws.Run(ctx, cmd[0], cmd[1:]...); err != nil {
+			t.Fatalf("%v: %v %s", cmd, err, out)
+		}
+	}
+	if !demo.Unreachable(ctx, l.Hosts("aws")[0], l.Hosts("azure")[0].LAN.Addr(), 2) {
+		t.Fatal("aws still reaches azure with its tunnel deleted")
+	}
+	if err := m.StartAgent("aws-gw"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	took, err := demo.WaitReachable(wctx, pairs, nil)
+	if err != nil {
+		t.Fatalf("the restarted agent did not restore its tunnels from its cache: %v\n%s", err, m.Agent("aws-gw").LogText())
+	}
+	t.Logf("agent restarted without the manager: tunnels back in %v", took.Round(time.Millisecond))
+
+	restart := time.Now()
+	if err := m.StartManager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := m.Admin.GetSpec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Revision != before.Revision || after.YAML != before.YAML {
+		t.Errorf("restarted manager serves revision %d, want %d with the same spec", after.Revision, before.Revision)
+	}
+	poll(t, "every agent reporting to the restarted manager", 30*time.Second, func() bool {
+		gws, err := m.Admin.Gateways(ctx)
+		if err != nil || len(gws) != 3 {
+			return false
+		}
+		for _, g := range gws {
+			if g.LastReport.Before(restart) || g.AppliedGeneration < g.PlanGeneration {
+				return false
+			}
+		}
+		return true
+	})
+	if err := m.AgentsAlive(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestKeyRotation rolls one gateway's key through the manager while its
+// hosts ping another site: the link comes back by itself, and the old key
+// is gone from every peer.
+func TestKeyRotation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, m := managedLab(t, ctx, "e2erotate", 3)
+	aws := l.Gateway("aws-gw")
+	old := wgPublicKey(t, ctx, aws)
+	const count, interval = 500, 10 * time.Millisecond
+	wait := pinger(ctx, l.Hosts("aws")[0], l.Hosts("azure")[0], count, interval)
+	time.Sleep(300 * time.Millisecond)
+	if err := m.Admin.Rotate(ctx, "aws-gw"); err != nil {
+		t.Fatal(err)
+	}
+	took := poll(t, "the new key on aws-gw and its peers", 20*time.Second, func() bool {
+		key := wgPublicKey(t, ctx, aws)
+		if key == old {
+			return false
+		}
+		for _, peer := range []string{"azure-gw", "onprem-gw"} {
+			keys := wgPeers(t, ctx, l.Gateway(peer))
+			if contains(keys, old) || !contains(keys, key) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("rotation reached every peer in %v", took.Round(time.Millisecond))
+	r := wait()
+	gap := time.Duration(r.Sent-r.Received) * interval
+	t.Logf("key rotation gap: %d of %d pings lost = %v", r.Sent-r.Received, r.Sent, gap)
+	if got, err := lab.Ping(ctx, l.Hosts("aws")[0], l.Hosts("azure")[0].LAN.Addr(), 3, 100*time.Millisecond); err != nil || got.Received == 0 {
+		t.Errorf("aws -> azure after the rotation: %v %v", got, err)
+	}
+	g, err := m.Admin.Gateway(ctx, "aws-gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.PublicKey.String() != wgPublicKey(t, ctx, aws) {
+		t.Errorf("manager has key %s, device %s", g.PublicKey, wgPublicKey(t, ctx, aws))
+	}
+}
+
+// TestRemoveGateway revokes a gateway: it leaves every peer's WireGuard
+// configuration, and its credential is refused.
+func TestRemoveGateway(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, m := managedLab(t, ctx, "e2eremovegw", 3)
+	onprem := l.Gateway("onprem-gw")
+	key := wgPublicKey(t, ctx, onprem)
+	start := time.Now()
+	if err := m.Admin.RemoveGateway(ctx, "onprem-gw"); err != nil {
+		t.Fatal(err)
+	}
+	took := poll(t, "onprem-gw leaving its peers", 10*time.Second, func() bool {
+		for _, peer := range []string{"aws-gw", "azure-gw"} {
+			if contains(wgPeers(t, ctx, l.Gateway(peer)), key) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("removed gateway gone from every peer's WireGuard config %v after the API call (%v poll)", time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
+	if !demo.Unreachable(ctx, l.Hosts("aws")[0], l.Hosts("onprem")[0].LAN.Addr(), 2) {
+		t.Error("aws still reaches onprem")
+	}
+
+	// Its own credential, as its agent stored it, is refused.
+	data, err := os.ReadFile(filepath.Join(demo.AgentDir(onprem), agent.CredentialFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cred agent.Credential
+	if err := json.Unmarshal(data, &cred); err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.ClientAs(cred.Credential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _, err = c.WatchPlan(ctx, "onprem-gw", 0, time.Second)
+	if st := client.StatusOf(err); st != 401 && st != 403 {
+		t.Errorf("removed gateway's credential: status %d (%v), want 401 or 403", st, err)
+	}
+	// And its agent stops, saying why.
+	poll(t, "the removed gateway's agent to exit", 20*time.Second, func() bool { return m.Agent("onprem-gw").Exited() })
+	if log := m.Agent("onprem-gw").LogText(); !strings.Contains(strings.ToLower(log), "remov") {
+		t.Errorf("the removed agent's log does not say it was removed:\n%s", log)
+	}
+}
