@@ -36,7 +36,7 @@ type Managed struct {
 	mu          sync.Mutex
 	fingerprint string // of the manager's CA
 	manager     *lab.Process
-	agents  map[string]*lab.Process
+	agents      map[string]*lab.Process
 }
 
 // StartManaged starts the manager of l (built with lab.Config.Manager) and
