@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/agent"
+	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/client"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
+	"github.com/fednet/fednet/internal/plan"
 )
 
 // managedLab builds a lab of n sites with a manager, applies the spec
@@ -335,5 +337,67 @@ func TestRemoveGateway(t *testing.T) {
 	poll(t, "the removed gateway's agent to exit", 20*time.Second, func() bool { return m.Agent("onprem-gw").Exited() })
 	if log := m.Agent("onprem-gw").LogText(); !strings.Contains(strings.ToLower(log), "remov") {
 		t.Errorf("the removed agent's log does not say it was removed:\n%s", log)
+	}
+}
+
+// TestManagedAuth checks, over the lab internet against the running
+// manager, that a gateway's credential opens only its own plan, that calls
+// without or with a wrong token are refused, and that a join token works
+// once.
+func TestManagedAuth(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, m := managedLab(t, ctx, "e2eauth", 2)
+	data, err := os.ReadFile(filepath.Join(demo.AgentDir(l.Gateway("aws-gw")), agent.CredentialFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cred agent.Credential
+	if err := json.Unmarshal(data, &cred); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, token, gateway string
+		want                 int
+	}{
+		{"own plan", cred.Credential, "aws-gw", 200},
+		{"another gateway's plan", cred.Credential, "azure-gw", 403},
+		{"no token", "", "aws-gw", 401},
+		{"wrong token", "not-a-credential", "aws-gw", 401},
+	} {
+		c, err := m.ClientAs(tc.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = c.WatchPlan(ctx, tc.gateway, 0, time.Second)
+		c.Close()
+		got := 200
+		if err != nil {
+			got = client.StatusOf(err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: status %d (%v), want %d", tc.name, got, err, tc.want)
+		}
+	}
+
+	tok, err := m.Admin.CreateToken(ctx, "azure-gw", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jt, err := api.ParseJoinToken(tok.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.ClientAs("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := api.EnrollRequest{PublicKey: plan.Key{1}}
+	if _, err := c.Enroll(ctx, jt.Secret, req); err != nil {
+		t.Fatalf("first use of a join token: %v", err)
+	}
+	if _, err := c.Enroll(ctx, jt.Secret, req); client.StatusOf(err) != 409 {
+		t.Errorf("second use of a join token: %v, want 409", err)
 	}
 }
