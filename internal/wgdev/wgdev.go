@@ -51,3 +51,8 @@ func validName(name string) error {
 	}
 	return nil
 }
+
+// VerboseEnv, when set to anything in the environment of `fednet wgdev` (or
+// of the agent that starts it), makes the device log wireguard-go's
+// verbose messages: handshakes, keepalives, timers.
+const VerboseEnv = "FEDNET_WGDEV_VERBOSE"

@@ -54,6 +54,11 @@ func Run(ctx context.Context, name string, logf func(string, ...any)) error {
 			logf("wgdev %s: "+format, append([]any{name}, args...)...)
 		},
 	}
+	if os.Getenv(VerboseEnv) != "" {
+		logger.Verbosef = func(format string, args ...any) {
+			logf("wgdev %s: "+format, append([]any{name}, args...)...)
+		}
+	}
 	dev := device.NewDevice(tdev, conn.NewDefaultBind(), logger)
 	defer dev.Close()
 
