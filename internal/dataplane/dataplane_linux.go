@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -80,6 +81,7 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 	errs := []error{resolveErr}
 	var changes []Change
 	failed := map[Change]bool{} // not retried in the second round
+	var created []plan.Key      // peers added
 	// Creating the interface changes what the rest must do (its MTU, its
 	// device); rather than trust a prediction, read the kernel again after
 	// creating it and diff anew. The second round never recreates it.
@@ -123,6 +125,9 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 				continue
 			}
 			changes = append(changes, c)
+			if ps, ok := o.(peerSet); ok && ps.create {
+				created = append(created, ps.key)
+			}
 			if isAdd {
 				again = true
 				break
@@ -132,8 +137,47 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 			break
 		}
 	}
+	d.initiate(p, created)
 	return changes, errors.Join(errs...)
 }
+
+// initiate starts the handshake with each new peer whose public key sorts
+// above ours, by sending one datagram to the peer's transit address through
+// the tunnel. When both sides of a new link get traffic at once, both send
+// a handshake initiation, each answers the other's, and each drops the
+// answer to its own: the link then waits for WireGuard's 15-second retry.
+// With only the lower key initiating (before any traffic), new links come
+// up in one round trip. The datagram goes to the discard port; the peer's
+// firewall admits it from the tunnel and nothing listens there. Best
+// effort: a failure only costs the race its usual retry.
+func (d *linuxDataplane) initiate(p plan.Gateway, created []plan.Key) {
+	for _, k := range created {
+		if bytes.Compare(d.pub[:], k[:]) >= 0 {
+			continue
+		}
+		for _, peer := range p.Peers {
+			if peer.PublicKey != k {
+				continue
+			}
+			for _, a := range peer.AllowedIPs {
+				if !a.IsSingleIP() || !p.Firewall.Transit.Contains(a.Addr()) {
+					continue
+				}
+				conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a.Addr(), discardPort)))
+				if err == nil {
+					_, err = conn.Write([]byte("fednet: handshake"))
+					conn.Close()
+				}
+				if err != nil {
+					d.logf("starting the handshake with peer %s (%s): %v", peer.Gateway, a.Addr(), err)
+				}
+			}
+		}
+	}
+}
+
+// discardPort is the UDP port (RFC 863) the handshake datagram goes to.
+const discardPort = 9
 
 // Down implements Dataplane. It leaves IPv4 forwarding as it is: other
 // software on the machine may rely on it.

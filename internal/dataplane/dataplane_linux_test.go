@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -450,6 +451,11 @@ func TestLinuxTwoGateways(t *testing.T) {
 	b.Exec(t, "ip", "address", "add", "192.168.77.2/24", "dev", "veth-b")
 	b.Exec(t, "ip", "link", "set", "veth-b", "up")
 	ka, kb := newPrivateKey(t), newPrivateKey(t)
+	// a's public key sorts first, so a starts the handshake by itself.
+	pubA, pubB := wgtypes.Key(ka).PublicKey(), wgtypes.Key(kb).PublicKey()
+	if bytes.Compare(pubA[:], pubB[:]) > 0 {
+		ka, kb = kb, ka
+	}
 	env := []string{envWGDevChild + "=1", "FEDNET_TEST_KEY_A=" + ka.String(), "FEDNET_TEST_KEY_B=" + kb.String()}
 	b.RunPhase(t, "b-up", env...)
 	a.RunPhase(t, "a-ping", env...)
@@ -490,8 +496,21 @@ func twoGatewaysPhase(t *testing.T, phase string) {
 		if _, err := d.Apply(ctx, pa); err != nil {
 			t.Fatal(err)
 		}
+		// Without any traffic, the lower key (a) initiates the handshake
+		// of the new link.
+		err := nstest.WaitFor(10*time.Second, func() error {
+			for _, p := range kernelDevice(t, "fed0").Peers {
+				if p.LastHandshakeTime.IsZero() {
+					return fmt.Errorf("no handshake with %s yet", p.PublicKey)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("a did not start the handshake by itself: %v", err)
+		}
 		var out []byte
-		err := nstest.WaitFor(15*time.Second, func() error {
+		err = nstest.WaitFor(15*time.Second, func() error {
 			var err error
 			out, err = exec.Command("ping", "-c", "1", "-W", "1", "10.255.0.2").CombinedOutput()
 			return err
