@@ -67,14 +67,14 @@ func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
 	close(drain)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	err := srv.Shutdown(sctx)
-	if err != nil {
+	if err := srv.Shutdown(sctx); err != nil {
+		// Connections still busy after the grace (or accepted but never
+		// through their TLS handshake, which net/http waits 5 s for) are
+		// closed: the manager is stopping either way.
+		m.cfg.Logf("closing connections still open after %v: %v", shutdownGrace, err)
 		srv.Close()
 	}
-	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	if err != nil {
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
 	return nil
