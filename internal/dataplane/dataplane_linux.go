@@ -82,6 +82,7 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 	var changes []Change
 	failed := map[Change]bool{} // not retried in the second round
 	var created []plan.Key      // peers added
+	rekeyed := false            // our own key changed: every link is new
 	// Creating the interface changes what the rest must do (its MTU, its
 	// device); rather than trust a prediction, read the kernel again after
 	// creating it and diff anew. The second round never recreates it.
@@ -128,6 +129,9 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 			if ps, ok := o.(peerSet); ok && ps.create {
 				created = append(created, ps.key)
 			}
+			if ds, ok := o.(deviceSet); ok && ds.privateKey {
+				rekeyed = true
+			}
 			if isAdd {
 				again = true
 				break
@@ -137,12 +141,18 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 			break
 		}
 	}
+	if rekeyed {
+		created = nil
+		for _, peer := range p.Peers {
+			created = append(created, peer.PublicKey)
+		}
+	}
 	d.initiate(p, created)
 	return changes, errors.Join(errs...)
 }
 
-// initiate starts the handshake with each new peer whose public key sorts
-// above ours, by sending one datagram to the peer's transit address through
+// initiate starts the handshake with each new peer (every peer after our
+// own key changed) whose public key sorts above ours, by sending one datagram to the peer's transit address through
 // the tunnel. When both sides of a new link get traffic at once, both send
 // a handshake initiation, each answers the other's, and each drops the
 // answer to its own: the link then waits for WireGuard's 15-second retry.

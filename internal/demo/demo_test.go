@@ -123,31 +123,11 @@ func TestRemoveSite(t *testing.T) {
 	needRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const name = "e2eremove"
-	lab.Down(ctx, name)
 	f, err := demo.GenerateSpec(3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Down(context.Background())
-		noLab(t, name)
-	})
-	d, err := demo.Deploy(ctx, l, binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(context.Background()) })
-	all := demo.CrossSitePairs(l, l.Sites())
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if _, err := demo.WaitReachable(wctx, all, d.AgentsAlive); err != nil {
-		t.Fatalf("federation did not converge: %v", err)
-	}
+	l, d := staticLab(t, ctx, "e2eremove", f, func(l *lab.Lab) []demo.Pair { return demo.CrossSitePairs(l, l.Sites()) })
 
 	text, err := demo.GenerateSpecYAML(3, "onprem")
 	if err != nil {
@@ -228,8 +208,6 @@ func TestNetworksIsolate(t *testing.T) {
 	needRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const name = "e2eisolate"
-	lab.Down(ctx, name)
 	text, err := demo.GenerateSpecYAML(3)
 	if err != nil {
 		t.Fatal(err)
@@ -249,25 +227,9 @@ func TestNetworksIsolate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		l.Down(context.Background())
-		noLab(t, name)
+	l, _ := staticLab(t, ctx, "e2eisolate", f, func(l *lab.Lab) []demo.Pair {
+		return append(demo.CrossSitePairs(l, []string{"aws", "azure"}), demo.CrossSitePairs(l, []string{"azure", "onprem"})...)
 	})
-	d, err := demo.Deploy(ctx, l, binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(context.Background()) })
-	allowed := append(demo.CrossSitePairs(l, []string{"aws", "azure"}), demo.CrossSitePairs(l, []string{"azure", "onprem"})...)
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if _, err := demo.WaitReachable(wctx, allowed, d.AgentsAlive); err != nil {
-		t.Fatalf("allowed pairs did not converge: %v", err)
-	}
 
 	capture, err := lab.StartCapture(ctx, l)
 	if err != nil {
@@ -300,4 +262,30 @@ func TestNetworksIsolate(t *testing.T) {
 	if strings.Contains(out, "10.5.0.0/24") || len(strings.Split(strings.TrimSpace(out), "\n")) != 2 {
 		t.Errorf("aws-gw allowed IPs:\n%s\nwant two peers and no onprem prefix", out)
 	}
+}
+
+// staticLab builds a lab of f, federates it with static agents (plan
+// files) and waits until the pairs that reach returns answer.
+func staticLab(t *testing.T, ctx context.Context, name string, f *spec.Federation, reach func(*lab.Lab) []demo.Pair) (*lab.Lab, *demo.Deployment) {
+	t.Helper()
+	lab.Down(ctx, name)
+	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		l.Down(context.Background())
+		noLab(t, name)
+	})
+	d, err := demo.Deploy(ctx, l, binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := demo.WaitReachable(wctx, reach(l), d.AgentsAlive); err != nil {
+		t.Fatalf("the federation did not converge: %v", err)
+	}
+	return l, d
 }

@@ -297,12 +297,18 @@ func TestKeyRotation(t *testing.T) {
 		return true
 	})
 	t.Logf("rotation reached every peer in %v", took.Round(time.Millisecond))
+	// The links come back by themselves: wait for them (a correctness
+	// deadline, not a figure), then count what the pinger lost.
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	back, err := demo.WaitReachable(wctx, demo.CrossSitePairs(l, l.Sites()), m.AgentsAlive)
 	r := wait()
+	if err != nil {
+		t.Fatalf("links did not come back after the rotation: %v", err)
+	}
+	t.Logf("every pair reachable %v after the rotation reached the peers", back.Round(time.Millisecond))
 	gap := time.Duration(r.Sent-r.Received) * interval
 	t.Logf("key rotation gap: %d of %d pings lost = %v", r.Sent-r.Received, r.Sent, gap)
-	if got, err := lab.Ping(ctx, l.Hosts("aws")[0], l.Hosts("azure")[0].LAN.Addr(), 3, 100*time.Millisecond); err != nil || got.Received == 0 {
-		t.Errorf("aws -> azure after the rotation: %v %v", got, err)
-	}
 	g, err := m.Admin.Gateway(ctx, "aws-gw")
 	if err != nil {
 		t.Fatal(err)
