@@ -399,25 +399,11 @@ func decodeError(status int, data []byte) error {
 	return e
 }
 
-// codeFor is the api code that goes with an HTTP status.
+// codeFor is the api code that goes with an HTTP status; for a status the
+// API does not use (an answer from a proxy), the status text.
 func codeFor(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return api.CodeBadRequest
-	case http.StatusUnauthorized:
-		return api.CodeUnauthenticated
-	case http.StatusForbidden:
-		return api.CodeForbidden
-	case http.StatusNotFound:
-		return api.CodeNotFound
-	case http.StatusConflict:
-		return api.CodeConflict
-	case http.StatusRequestEntityTooLarge:
-		return api.CodeTooLarge
-	case http.StatusUnprocessableEntity:
-		return api.CodeInvalidSpec
-	case http.StatusUnsupportedMediaType:
-		return api.CodeUnsupportedType
+	if c := api.CodeFor(status); c != "" {
+		return c
 	}
 	return strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "_")
 }

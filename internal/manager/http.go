@@ -28,23 +28,8 @@ func fail(status int, field, format string, args ...any) *apiError {
 }
 
 func codeFor(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusMethodNotAllowed:
-		return api.CodeBadRequest
-	case http.StatusUnauthorized:
-		return api.CodeUnauthenticated
-	case http.StatusForbidden:
-		return api.CodeForbidden
-	case http.StatusNotFound:
-		return api.CodeNotFound
-	case http.StatusConflict:
-		return api.CodeConflict
-	case http.StatusRequestEntityTooLarge:
-		return api.CodeTooLarge
-	case http.StatusUnprocessableEntity:
-		return api.CodeInvalidSpec
-	case http.StatusUnsupportedMediaType:
-		return api.CodeUnsupportedType
+	if c := api.CodeFor(status); c != "" {
+		return c
 	}
 	return api.CodeInternal
 }
