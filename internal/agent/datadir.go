@@ -13,6 +13,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/atomicfile"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -76,38 +77,7 @@ func (d dataDir) create(logf func(string, ...any)) error {
 
 // write replaces the file name with data, atomically, with mode perm.
 func (d dataDir) write(name string, data []byte, perm fs.FileMode) error {
-	tmp, err := os.CreateTemp(string(d), name+".tmp*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", d.path(name), err)
-	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	err = tmp.Chmod(perm)
-	if err == nil {
-		_, err = tmp.Write(data)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), d.path(name))
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", d.path(name), err)
-	}
-	d.syncDir()
-	return nil
-}
-
-// syncDir makes renames in the directory durable; failures only weaken
-// durability, so they are ignored.
-func (d dataDir) syncDir() {
-	if f, err := os.Open(string(d)); err == nil {
-		f.Sync()
-		f.Close()
-	}
+	return atomicfile.Write(d.path(name), data, perm)
 }
 
 // readKey reads a private key file; ok is false when it does not exist.
@@ -203,4 +173,13 @@ func LoadCachedPlan(dir string) (*api.PlanResponse, error) {
 		err = fmt.Errorf("no cached plan in %s: the agent never applied one", dir)
 	}
 	return p, err
+}
+
+// syncDir makes renames in the directory durable; failures only weaken
+// durability, so they are ignored.
+func (d dataDir) syncDir() {
+	if f, err := os.Open(string(d)); err == nil {
+		f.Sync()
+		f.Close()
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fednet/fednet/internal/atomicfile"
 	"github.com/fednet/fednet/internal/client"
 )
 
@@ -70,23 +71,8 @@ func saveConfig(path string, c connection) error {
 	if err != nil {
 		return fmt.Errorf("encoding config: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".config-*.json")
-	if err != nil {
+	if err := atomicfile.Write(path, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("writing config: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	err = tmp.Chmod(0o600)
-	if err == nil {
-		_, err = tmp.Write(append(data, '\n'))
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("writing config %s: %w", path, err)
 	}
 	return nil
 }

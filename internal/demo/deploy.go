@@ -18,6 +18,7 @@ import (
 
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/fednet/fednet/internal/atomicfile"
 	"github.com/fednet/fednet/internal/lab"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/spec"
@@ -97,12 +98,8 @@ func (d *Deployment) writePlans(f *spec.Federation) error {
 		if node == nil {
 			return fmt.Errorf("gateway %s of the spec is not in the lab", g.Name)
 		}
-		tmp := planPath(node) + ".tmp"
-		if err := os.WriteFile(tmp, g.JSON(), 0o644); err != nil {
-			return fmt.Errorf("writing plan of %s: %w", g.Name, err)
-		}
-		if err := os.Rename(tmp, planPath(node)); err != nil {
-			return fmt.Errorf("writing plan of %s: %w", g.Name, err)
+		if err := atomicfile.Write(planPath(node), g.JSON(), 0o644); err != nil {
+			return fmt.Errorf("plan of %s: %w", g.Name, err)
 		}
 	}
 	return nil
