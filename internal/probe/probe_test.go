@@ -1,0 +1,261 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// dropConn is a PacketConn for a Responder that swallows every nth probe
+// request it reads, as a lossy path would.
+type dropConn struct {
+	net.PacketConn
+	every int
+
+	mu    sync.Mutex
+	reqs  int // guarded by mu
+	drops int // guarded by mu
+}
+
+func (c *dropConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	for {
+		n, addr, err := c.PacketConn.ReadFrom(b)
+		if err != nil {
+			return n, addr, err
+		}
+		if p, derr := Decode(b[:n]); derr == nil && p.Type == Request {
+			c.mu.Lock()
+			c.reqs++
+			drop := c.reqs%c.every == 0
+			if drop {
+				c.drops++
+			}
+			c.mu.Unlock()
+			if drop {
+				continue
+			}
+		}
+		return n, addr, err
+	}
+}
+
+func listen(t *testing.T) net.PacketConn {
+	t.Helper()
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// startResponder serves on conn until the test ends and checks that Serve
+// returns net.ErrClosed after Close.
+func startResponder(t *testing.T, conn net.PacketConn) *Responder {
+	t.Helper()
+	r, err := NewResponder(ResponderConfig{Conn: conn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Serve() }()
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		select {
+		case err := <-done:
+			if err != net.ErrClosed {
+				t.Errorf("Serve after Close = %v, want net.ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("Serve did not return within 5s of Close")
+		}
+	})
+	return r
+}
+
+func runProber(t *testing.T, cfg Config) (*Prober, []Sample) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []Sample
+	cfg.OnSample = func(s Sample) { mu.Lock(); seen = append(seen, s); mu.Unlock() }
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return p, seen
+}
+
+func TestProberResponder(t *testing.T) {
+	srv := listen(t)
+	r := startResponder(t, srv)
+	p, seen := runProber(t, Config{Conn: listen(t), Target: srv.LocalAddr(), Interval: 10 * ms, Timeout: 2 * time.Second, Count: 20})
+
+	st := p.Stats()
+	if st.Sent != 20 || st.Lost != 0 || st.Loss != 0 {
+		t.Errorf("stats = %+v, want 20 sent, 0 lost", st)
+	}
+	if st.RTTMin <= 0 || st.RTTP50 < st.RTTMin || st.RTTP99 < st.RTTP50 || st.RTTMax < st.RTTP99 {
+		t.Errorf("RTT figures out of order: %+v", st)
+	}
+	if len(seen) != 20 {
+		t.Errorf("OnSample called %d times, want 20", len(seen))
+	}
+	waitCounts(t, r, 20, 0)
+	// The samples feed a History like the agent will.
+	h := NewHistory()
+	for _, s := range p.Samples() {
+		h.Add(s)
+	}
+	if got := h.Window(time.Now(), time.Minute); got.Lost != 0 || got.Sent == 0 || got.RTTMin <= 0 {
+		t.Errorf("history window = %+v", got)
+	}
+}
+
+func TestProberLoss(t *testing.T) {
+	srv := &dropConn{PacketConn: listen(t), every: 4}
+	startResponder(t, srv)
+	p, _ := runProber(t, Config{Conn: listen(t), Target: srv.LocalAddr(), Interval: 10 * ms, Timeout: 300 * ms, Count: 20})
+
+	st := p.Stats()
+	// Requests 4, 8, ..., 20 are dropped: exactly 5 of 20. Allow one probe
+	// either way for the edge.
+	if st.Sent != 20 || st.Lost < 4 || st.Lost > 6 {
+		t.Errorf("stats = %+v, want 20 sent and 25%% loss", st)
+	}
+	if st.RTTMin <= 0 {
+		t.Errorf("RTTMin = %v, want > 0", st.RTTMin)
+	}
+	srv.mu.Lock()
+	drops := srv.drops
+	srv.mu.Unlock()
+	if drops != st.Lost {
+		t.Errorf("responder dropped %d, prober lost %d", drops, st.Lost)
+	}
+	for _, s := range p.Samples() {
+		if want := s.Seq%4 == 3; s.Lost != want {
+			t.Errorf("probe %d lost = %v, want %v", s.Seq, s.Lost, want)
+		}
+	}
+}
+
+func TestProberStopsWithContext(t *testing.T) {
+	srv := listen(t)
+	startResponder(t, srv)
+	conn := listen(t)
+	p, err := New(Config{Conn: conn, Target: srv.LocalAddr(), Interval: 5 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Stats().Sent < 3 && time.Now().Before(deadline) {
+		time.Sleep(ms)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of cancel")
+	}
+	if p.Stats().Sent < 3 {
+		t.Errorf("only %d probes decided", p.Stats().Sent)
+	}
+}
+
+func TestProberConnClosed(t *testing.T) {
+	conn := listen(t)
+	p, err := New(Config{Conn: conn, Target: conn.LocalAddr(), Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.Run(ctx); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Run on a closed conn = %v, want net.ErrClosed", err)
+	}
+}
+
+func TestResponderIgnoresJunk(t *testing.T) {
+	srv := listen(t)
+	r := startResponder(t, srv)
+	c := listen(t)
+	rep, _ := Packet{Type: Reply, Session: 1}.Encode(nil)
+	req, _ := Packet{Type: Request, Session: 1, Seq: 9, SendTime: 77}.Encode(nil)
+	for _, b := range [][]byte{[]byte("hello"), rep, req} {
+		if _, err := c.WriteTo(b, srv.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	n, _, err := c.ReadFrom(buf)
+	if err != nil {
+		t.Fatalf("no reply: %v", err)
+	}
+	got, err := Decode(buf[:n])
+	if err != nil || got.Type != Reply || got.Session != 1 || got.Seq != 9 || got.SendTime != 77 || got.RecvTime == 0 {
+		t.Errorf("reply = %+v, %v", got, err)
+	}
+	waitCounts(t, r, 1, 2)
+}
+
+func TestNewRejects(t *testing.T) {
+	c := listen(t)
+	for name, cfg := range map[string]Config{
+		"no conn":          {Target: c.LocalAddr()},
+		"no target":        {Conn: c},
+		"negative timeout": {Conn: c, Target: c.LocalAddr(), Timeout: -1},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+	if _, err := NewResponder(ResponderConfig{}); err == nil {
+		t.Errorf("NewResponder without Conn succeeded")
+	}
+	p, err := New(Config{Conn: c, Target: c.LocalAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.cfg.Interval != DefaultInterval || p.cfg.Timeout != DefaultTimeout || p.cfg.Keep != DefaultKeep || p.Session() == 0 {
+		t.Errorf("defaults not applied: %+v", p.cfg)
+	}
+}
+
+// waitCounts polls the responder's counters until they match or 5 s pass:
+// a reply can reach the prober before the responder counts it.
+func waitCounts(t *testing.T, r *Responder, answered, ignored uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a, i := r.Counts()
+		if a == answered && i == ignored {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("responder counts = %d answered, %d ignored; want %d, %d", a, i, answered, ignored)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
