@@ -69,6 +69,36 @@ type Gateway struct {
 	// Forwarding turns on IPv4 forwarding.
 	Forwarding bool     `json:"forwarding"`
 	Firewall   Firewall `json:"firewall"`
+	// Bridges are the bridged (L2) networks of this gateway, sorted by VNI.
+	// The planner does not fill them yet (bridged networks are rejected by
+	// the spec until issue 4 is wired); the dataplane already applies them.
+	Bridges []Bridge `json:"bridges,omitempty"`
+}
+
+// Bridge is one bridged network on a gateway: a Linux bridge joining the
+// site segment's port and a VXLAN device that carries the network's frames
+// to the other member gateways, between transit addresses, inside the
+// tunnels. Broadcast, unknown unicast and multicast go to every Remote
+// (head-end replication); MAC learning keeps unicast direct.
+type Bridge struct {
+	Network string `json:"network"`
+	// VNI is the network id.
+	VNI int `json:"vni"`
+	// Name is the bridge interface, VXLAN the VXLAN interface (both at
+	// most 15 bytes).
+	Name  string `json:"name"`
+	VXLAN string `json:"vxlan"`
+	// Port is the gateway's interface on the site segment, enslaved to the
+	// bridge; empty for none.
+	Port string `json:"port,omitempty"`
+	// Local is this gateway's transit address (the VXLAN source).
+	Local netip.Addr `json:"local"`
+	// Remotes are the transit addresses frames are replicated to, sorted.
+	Remotes []netip.Addr `json:"remotes"`
+	// MTU is set on the bridge and the VXLAN device.
+	MTU int `json:"mtu"`
+	// UDPPort is the VXLAN UDP destination port (4789).
+	UDPPort int `json:"udpPort"`
 }
 
 // Interface is the gateway's WireGuard interface.
