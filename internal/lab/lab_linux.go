@@ -417,7 +417,7 @@ func (l *Lab) build(ctx context.Context) error {
 	if err := runIP(ctx, batch.String(), "-batch", "-"); err != nil {
 		return fmt.Errorf("creating namespaces: %w", err)
 	}
-	b := &builder{l: l, h: map[*Node]*nsHandle{}}
+	b := &builder{l: l, h: map[*Node]*nsHandle{}, ports: map[*Node][]switchPort{}}
 	defer b.close()
 	for _, n := range l.nodes {
 		if err := ctx.Err(); err != nil {
@@ -510,6 +510,51 @@ func (l *Lab) build(ctx context.Context) error {
 			}
 		}
 	}
+	for _, seg := range l.segments {
+		if err := b.segment(ctx, seg); err != nil {
+			return err
+		}
+	}
+	for _, n := range l.nodes {
+		if n.Role == RoleSwitch && l.fabrics[n.Site].DropUnknownMACs {
+			if err := b.dropUnknownMACs(n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// segment wires an extra or bridged segment: the gateway's port (with an
+// address on extra segments only) and the hosts (with the supernet route
+// on extra segments only).
+func (b *builder) segment(ctx context.Context, seg *segment) error {
+	port, err := b.veth(seg.gw, seg.port, seg.sw, "gw0", 1500)
+	if err != nil {
+		return err
+	}
+	if seg.addr.IsValid() {
+		if err := b.addr(seg.gw, port, seg.addr); err != nil {
+			return err
+		}
+	}
+	for _, h := range seg.hosts {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		eth, err := b.veth(h, HostInterface, seg.sw, "h"+strconv.Itoa(h.portIndex), 1500)
+		if err != nil {
+			return err
+		}
+		if err := b.addr(h, eth, h.LAN); err != nil {
+			return err
+		}
+		if h.Via.IsValid() {
+			if err := b.route(h, eth, b.l.Supernet, h.Via); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -517,6 +562,16 @@ func (l *Lab) build(ctx context.Context) error {
 type builder struct {
 	l *Lab
 	h map[*Node]*nsHandle
+	// ports lists, per switch or internet node, its bridge ports and the
+	// MAC of the interface attached to each.
+	ports map[*Node][]switchPort
+}
+
+// switchPort is a bridge port and the MAC of the interface at its other
+// end.
+type switchPort struct {
+	name string
+	mac  net.HardwareAddr
 }
 
 func (b *builder) close() {
@@ -587,6 +642,7 @@ func (b *builder) veth(n *Node, name string, sw *Node, port string, mtu int) (ne
 	if err != nil {
 		return nil, fmt.Errorf("bringing up %s: %w", what, err)
 	}
+	b.ports[sw] = append(b.ports[sw], switchPort{name: port, mac: link.Attrs().HardwareAddr})
 	return link, nil
 }
 

@@ -71,6 +71,18 @@ type Config struct {
 	// Manager adds a node "manager" on the internet, with a public address
 	// of its own, for `fednet manager` (Lab.Manager).
 	Manager bool
+
+	// The settings below are lab-only: they describe the machines and
+	// fabrics around the gateways, not the federation (see docs/lab.md).
+
+	// Fabrics, by site name, changes how a site's switches behave.
+	Fabrics map[string]Fabric
+	// Segments, by site name, adds segments to a site beyond the one of its
+	// first gateway's LAN address (see Segment numbering in segments.go).
+	Segments map[string][]netip.Prefix
+	// Bridged places hosts on bridged networks: one segment per member
+	// site, all in one subnet (see BridgedNetwork).
+	Bridged []BridgedNetwork
 }
 
 // Role says what a node stands for.
@@ -106,13 +118,18 @@ func (r Role) String() string {
 // never change; a Node is safe for concurrent use.
 type Node struct {
 	// Name is the gateway's spec name for gateways, "<site>-h<i>" for hosts
-	// (i from 1), "<site>-lan" for switches and "internet".
+	// (i from 1), "<site>-lan" for switches and "internet". Extra segments
+	// (Config.Segments) have switches "<site>-s<k>-lan" and hosts
+	// "<site>-s<k>-h<i>" (k from 2); bridged segments (Config.Bridged)
+	// "<network>-<site>-br" and "<network>-<site>-h<i>".
 	Name string
 	Role Role
 	// Site is the spec site the node belongs to; empty for the internet.
 	Site string
 	// Namespace is the network namespace: Prefix + lab + "-inet",
-	// "-lan-<site>", "-gw-<gateway>" or "-h-<site>-<i>".
+	// "-lan-<site>", "-gw-<gateway>" or "-h-<site>-<i>"; for extra segments
+	// "-lan-<site>-s<k>" and "-h-<site>-s<k>-<i>"; for bridged segments
+	// "-br-<network>-<site>" and "-bh-<network>-<site>-<i>".
 	Namespace string
 	// LAN is the node's address on its site segment with the segment's
 	// prefix length (gateways and hosts).
@@ -122,7 +139,8 @@ type Node struct {
 	Public netip.Prefix
 	// Via is the node's next hop: for a gateway the router of its public
 	// range (default route), for a host its site's first gateway's LAN
-	// address (route for the overlay supernet).
+	// address (route for the overlay supernet), on an extra segment that
+	// gateway's address there; invalid for hosts on bridged segments.
 	Via netip.Addr
 	// Dir is a gateway's state directory, <lab dir>/gw-<name>, for its key,
 	// plan and private /run/wireguard; the manager's data directory,
@@ -167,6 +185,8 @@ type Lab struct {
 	gateways []*Node // spec order
 	hosts    map[string][]*Node
 	switches map[string]*Node
+	segments []*segment // extra and bridged segments, in layout order
+	fabrics  map[string]Fabric
 
 	mu    sync.Mutex
 	procs []*Process // started by Start, guarded by mu
@@ -174,7 +194,8 @@ type Lab struct {
 }
 
 // Nodes returns every node: the internet, then per site (spec order) its
-// switch, gateways and hosts.
+// switch, gateways and hosts, then the switches and hosts of extra and
+// bridged segments, then the manager.
 func (l *Lab) Nodes() []*Node { return append([]*Node(nil), l.nodes...) }
 
 // Gateways returns the gateway nodes in spec order.
@@ -457,6 +478,8 @@ func newLab(cfg Config) (*Lab, error) {
 		p.n.Public = netip.PrefixFrom(a, 32)
 		p.n.Via = r.Addr()
 	}
+	l.fabrics = cfg.Fabrics
+	layoutSegments(l, cfg, hosts, addNode, fail)
 	if cfg.Manager {
 		m := &Node{Name: "manager", Role: RoleManager, Namespace: pre + "mgr", Dir: filepath.Join(dir, "manager")}
 		if a, ok := free(); ok {
