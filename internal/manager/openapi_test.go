@@ -147,7 +147,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"KeyRequest": api.KeyRequest{}, "StatusReport": api.StatusReport{}, "LinkStatus": api.LinkStatus{},
 		"Gateway": api.Gateway{}, "Site": api.Site{}, "Link": api.Link{}, "Network": api.Network{}, "Overview": api.Overview{},
 		"Plan": plan.Gateway{}, "PlanInterface": plan.Interface{}, "PlanPeer": plan.Peer{}, "PlanRoute": plan.Route{},
-		"PlanFirewall": plan.Firewall{}, "PlanFlow": plan.Flow{},
+		"PlanFirewall": plan.Firewall{}, "PlanFlow": plan.Flow{}, "PlanBridge": plan.Bridge{},
 	}
 	for name, v := range types {
 		s, ok := doc.Components.Schemas[name]
