@@ -83,20 +83,22 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 	failed := map[Change]bool{} // not retried in the second round
 	var created []plan.Key      // peers added
 	rekeyed := false            // our own key changed: every link is new
+	var diffErr error           // part of the plan cannot be applied
 	// Creating the interface changes what the rest must do (its MTU, its
 	// device); rather than trust a prediction, read the kernel again after
 	// creating it and diff anew. The second round never recreates it.
 	for round := 0; round < 2; round++ {
-		cur, err := d.read(ctx, p.Interface.Name, p.Firewall.Table)
+		cur, err := d.read(ctx, p.Interface.Name, p.Firewall.Table, p.Bridges)
 		if err != nil {
 			errs = append(errs, err)
 			break
 		}
 		ops, err := diff(cur, p, options{publicKey: d.pub, mode: d.cfg.WireGuard})
-		if err != nil {
+		if ops == nil && err != nil {
 			errs = append(errs, err)
 			break
 		}
+		diffErr = err
 		again := false
 		unusable := map[string]bool{}
 		for _, o := range ops {
@@ -123,6 +125,9 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 				if isAdd || isDel {
 					unusable[p.Interface.Name] = true
 				}
+				if n := creates(o); n != "" {
+					unusable[n] = true
+				}
 				continue
 			}
 			changes = append(changes, c)
@@ -148,6 +153,7 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 		}
 	}
 	d.initiate(p, created)
+	errs = append(errs, diffErr)
 	return changes, errors.Join(errs...)
 }
 
@@ -202,7 +208,7 @@ func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, er
 	if !validTableName(table) {
 		table = ""
 	}
-	cur, err := d.read(ctx, name, table)
+	cur, err := d.read(ctx, name, table, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -221,8 +227,9 @@ func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, er
 }
 
 // read returns the current state of the interface name (none when "") and
-// the nftables table (none when "").
-func (d *linuxDataplane) read(ctx context.Context, name, table string) (State, error) {
+// the nftables table (none when ""), and fednet's bridges and VXLAN devices
+// (with the interfaces of bridges that are not fednet's as Foreign).
+func (d *linuxDataplane) read(ctx context.Context, name, table string, bridges []plan.Bridge) (State, error) {
 	var s State
 	if name != "" {
 		link, err := netlink.LinkByName(name)
@@ -248,6 +255,9 @@ func (d *linuxDataplane) read(ctx context.Context, name, table string) (State, e
 				}
 			}
 		}
+	}
+	if err := readBridges(&s, bridges); err != nil {
+		return s, err
 	}
 	routes, err := readRoutes()
 	if err != nil {
@@ -400,6 +410,9 @@ func readRoutes() ([]RouteState, error) {
 // exec runs one op and returns the change it made.
 func (d *linuxDataplane) exec(ctx context.Context, o op) (Change, error) {
 	c := o.change()
+	if ok, err := execBridge(o); ok {
+		return c, err
+	}
 	switch o := o.(type) {
 	case linkAdd:
 		return d.addLink(ctx, o)

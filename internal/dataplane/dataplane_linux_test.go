@@ -102,7 +102,7 @@ func asFake(changes []Change) []Change {
 
 func (d *linuxDataplane) stateAsFake(t *testing.T) State {
 	t.Helper()
-	s, err := d.read(context.Background(), "fed0", "fednet")
+	s, err := d.read(context.Background(), "fed0", "fednet", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,7 +175,11 @@ func (o tableDel) link() string     { return "" }
 // address cannot take the new secondary with it; deleting the last IPv4
 // address makes the kernel drop the device's IPv4 routes, which are then
 // added again), peers (removals first),
-// routes (deletions first), and forwarding last.
+// bridged networks (see diffBridges), routes (deletions first), and
+// forwarding last.
+//
+// An error with ops means part of the plan (a bridge whose name another
+// interface holds) cannot be applied; the ops apply the rest.
 //
 // Peers whose public key is zero are skipped. An existing peer is changed
 // only in the fields that differ: a peer whose allowed IPs changed keeps its
@@ -247,12 +251,16 @@ func diff(cur State, p plan.Gateway, o options) ([]op, error) {
 	}
 
 	ops = append(ops, diffPeers(name, dev.Peers, p.Peers)...)
+	// Bridged networks after the tunnel's address (the VXLAN devices'
+	// local address) and before routes.
+	l2, l2Err := diffBridges(cur, p)
+	ops = append(ops, l2...)
 	ops = append(ops, diffRoutes(routes, p)...)
 
 	if p.Forwarding && !cur.Forwarding {
 		ops = append(ops, forwardingOn{})
 	}
-	return ops, nil
+	return ops, l2Err
 }
 
 func diffPeers(dev string, have []PeerState, want []plan.Peer) []op {
@@ -344,11 +352,12 @@ func diffRoutes(have []RouteState, p plan.Gateway) []op {
 }
 
 // down returns the ops that remove everything fednet owns from a machine in
-// state cur: the tunnel interface (with its routes and peers), fednet's
+// state cur: its bridges and VXLAN devices (ports are released, not
+// deleted), the tunnel interface (with its routes and peers), fednet's
 // routes on other interfaces, and the firewall table. Forwarding is left as
 // it is: other software on the gateway may rely on it.
 func down(cur State) ([]op, error) {
-	var ops []op
+	ops := downBridges(cur)
 	routes := cur.Routes
 	var err error
 	if l := cur.Link; l != nil {
@@ -441,6 +450,7 @@ func validatePlan(p plan.Gateway) error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, validateBridges(p)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("plan of gateway %q cannot be applied: %w", p.Name, err)
 	}

@@ -58,10 +58,11 @@ func (f *Fake) Apply(ctx context.Context, p plan.Gateway) ([]Change, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ops, err := diff(f.state, p, options{publicKey: FakePublicKey})
-	if err != nil {
+	if ops == nil && err != nil {
 		return nil, err
 	}
-	return f.runLocked(ops)
+	changes, runErr := f.runLocked(ops)
+	return changes, errors.Join(err, runErr)
 }
 
 // Down implements Dataplane.
@@ -87,8 +88,8 @@ func (f *Fake) runLocked(ops []op) ([]Change, error) {
 		if f.fault != nil {
 			if err := f.fault(c); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", c, err))
-				if a, ok := o.(linkAdd); ok {
-					failed[a.name] = true
+				if n := creates(o); n != "" {
+					failed[n] = true
 				}
 				continue
 			}
@@ -117,6 +118,9 @@ func (s *State) apply(o op) {
 			s.WireGuard.ListenPort = o.listenPort
 		}
 	case linkSet:
+		if s.setL2Link(o) {
+			break
+		}
 		if o.mtu > 0 {
 			s.Link.MTU = o.mtu
 		}
@@ -167,6 +171,8 @@ func (s *State) apply(o op) {
 	case tableDel:
 		s.Table = nil
 	default:
-		panic(fmt.Sprintf("dataplane: unknown op %T", o))
+		if !s.applyL2(o) {
+			panic(fmt.Sprintf("dataplane: unknown op %T", o))
+		}
 	}
 }

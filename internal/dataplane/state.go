@@ -45,6 +45,13 @@ type State struct {
 	Forwarding bool
 	// Table is fednet's nftables table, nil when absent.
 	Table *TableState
+	// Bridges and VXLANs are the bridges and VXLAN devices fednet owns
+	// (alias AliasPrefix+network, see bridge.go), sorted by name.
+	Bridges []BridgeState
+	VXLANs  []VXLANState
+	// Foreign are the interfaces named as a bridge or VXLAN device in the
+	// plan that exist but are not fednet's, sorted.
+	Foreign []string
 }
 
 // LinkState is the tunnel interface.
@@ -122,13 +129,22 @@ func (s State) Clone() State {
 		t := *s.Table
 		c.Table = &t
 	}
+	c.Bridges, c.VXLANs = nil, nil
+	for _, b := range s.Bridges {
+		c.Bridges = append(c.Bridges, b.clone())
+	}
+	for _, v := range s.VXLANs {
+		c.VXLANs = append(c.VXLANs, v.clone())
+	}
+	c.Foreign = slices.Clone(s.Foreign)
 	return c
 }
 
 // IsEmpty reports whether s has nothing fednet owns (forwarding aside, which
 // fednet never turns off).
 func (s State) IsEmpty() bool {
-	return s.Link == nil && s.WireGuard == nil && len(s.Routes) == 0 && s.Table == nil
+	return s.Link == nil && s.WireGuard == nil && len(s.Routes) == 0 && s.Table == nil &&
+		len(s.Bridges) == 0 && len(s.VXLANs) == 0
 }
 
 // normalize sorts the lists of s in place, so that equal states compare and
@@ -151,6 +167,15 @@ func (s *State) normalize() {
 		}
 		return strings.Compare(a.Device, b.Device)
 	})
+	slices.SortFunc(s.Bridges, func(a, b BridgeState) int { return strings.Compare(a.Name, b.Name) })
+	for i := range s.Bridges {
+		slices.Sort(s.Bridges[i].Ports)
+	}
+	slices.SortFunc(s.VXLANs, func(a, b VXLANState) int { return strings.Compare(a.Name, b.Name) })
+	for i := range s.VXLANs {
+		slices.SortFunc(s.VXLANs[i].Remotes, netip.Addr.Compare)
+	}
+	slices.Sort(s.Foreign)
 }
 
 // String renders s as text, one fact a line, for tests and debugging.
@@ -177,6 +202,16 @@ func (s State) String() string {
 	fmt.Fprintf(&b, "forwarding %t\n", s.Forwarding)
 	if t := s.Table; t != nil {
 		fmt.Fprintf(&b, "table inet %s fingerprint %s\n", t.Name, orNone(t.Fingerprint))
+	}
+	for _, br := range s.Bridges {
+		fmt.Fprintf(&b, "bridge %s network %s mtu %d up %t ports %s\n", br.Name, br.Network, br.MTU, br.Up, orNone(strings.Join(br.Ports, ",")))
+	}
+	for _, v := range s.VXLANs {
+		fmt.Fprintf(&b, "vxlan %s network %s id %d local %s dstport %d mtu %d up %t learning %t master %s remotes %s\n",
+			v.Name, v.Network, v.VNI, v.Local, v.UDPPort, v.MTU, v.Up, v.Learning, orNone(v.Master), joinAddrs(v.Remotes))
+	}
+	for _, n := range s.Foreign {
+		fmt.Fprintf(&b, "foreign %s\n", n)
 	}
 	return b.String()
 }
