@@ -144,6 +144,11 @@ func (m *managed) run(ctx context.Context) error {
 	if err := m.dir.create(m.logf); err != nil {
 		return err
 	}
+	unlock, err := m.dir.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	cred, err := m.dir.readCredential()
 	if err != nil {
 		return err

@@ -638,3 +638,19 @@ func TestManagedRetriesServerErrors(t *testing.T) {
 	fake.Fail("GET /v1/gateways/aws-gw/plan", 0)
 	eventually(t, "the change applied", func() bool { return mtu(dps.last()) == 1340 })
 }
+
+// TestManagedOneAgentPerDataDir: a second agent on the same data directory
+// refuses to start, and starts once the first has stopped.
+func TestManagedOneAgentPerDataDir(t *testing.T) {
+	f := realFed(t)
+	dir := t.TempDir()
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: (&dataplanes{}).new})
+	eventually(t, "enrolled", func() bool { _, err := os.Stat(filepath.Join(dir, agent.CredentialFile)); return err == nil })
+	err := agent.RunManaged(context.Background(), agent.ManagedConfig{DataDir: dir, NewDataplane: (&dataplanes{}).new})
+	if err == nil || !strings.Contains(err.Error(), "another fednet agent is running on "+dir) {
+		t.Fatalf("second agent: %v, want a refusal naming the directory", err)
+	}
+	a.stop(t)
+	b := startAgent(t, agent.ManagedConfig{DataDir: dir, NewDataplane: (&dataplanes{}).new})
+	eventually(t, "the second agent running", func() bool { return b.logs.has("gateway aws-gw") })
+}

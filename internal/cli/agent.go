@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,8 +66,8 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 			if m.dataDir != "" {
 				return runManagedAgent(cmd, m, wgMode, resync, once, down, planFile, keyFile)
 			}
-			if m.token != "" || m.manager != "" || m.endpoint != "" {
-				return errors.New("--token, --manager and --endpoint need --data-dir DIR (managed mode), where the agent keeps its key and credential")
+			if m.token != "" || m.tokenFile != "" || m.manager != "" || m.endpoint != "" {
+				return errors.New("--token, --token-file, --manager and --endpoint need --data-dir DIR (managed mode), where the agent keeps its key and credential")
 			}
 			if planFile == "" {
 				return errors.New("--plan FILE is required for a plan file (write one with: fednet plan -f spec.yaml --gateway NAME -o json); " +
@@ -126,19 +127,21 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 	cmd.Flags().BoolVar(&down, "down", false, "remove everything the plan created and exit")
 	cmd.Flags().DurationVar(&resync, "resync", agent.DefaultResync, "how often to re-apply the plan to repair drift")
 	cmd.Flags().StringVar(&m.dataDir, "data-dir", "", "managed mode: directory of the agent's key, credential and last plan (created 0700)")
-	cmd.Flags().StringVar(&m.token, "token", "", "managed mode: join token from fednet token create (first start only)")
+	cmd.Flags().StringVar(&m.token, "token", "", "managed mode: join token from fednet token create (first start only; visible in ps, prefer --token-file)")
+	cmd.Flags().StringVar(&m.tokenFile, "token-file", "", "managed mode: file holding the join token (first start only)")
 	cmd.Flags().StringVar(&m.manager, "manager", "", "managed mode: manager URL, replacing the join token's (https://HOST:PORT)")
 	cmd.Flags().StringVar(&m.endpoint, "endpoint", "", "managed mode: this gateway's public endpoint HOST:PORT to announce at enrollment")
 	cmd.Flags().DurationVar(&m.statusInterval, "status-interval", agent.DefaultStatusInterval, "managed mode: how often to report status to the manager")
 	cmd.MarkFlagsMutuallyExclusive("once", "down")
 	cmd.MarkFlagsMutuallyExclusive("plan", "data-dir")
+	cmd.MarkFlagsMutuallyExclusive("token", "token-file")
 	return cmd
 }
 
 // managedFlags are the agent's managed-mode flags.
 type managedFlags struct {
-	dataDir, token, manager, endpoint string
-	statusInterval                    time.Duration
+	dataDir, token, tokenFile, manager, endpoint string
+	statusInterval                               time.Duration
 }
 
 // runManagedAgent runs "fednet agent --data-dir DIR".
@@ -172,6 +175,13 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 		changes, err := dp.Down(cmd.Context(), cached.Plan)
 		printChanges(cmd.OutOrStdout(), changes)
 		return err
+	}
+	if m.tokenFile != "" {
+		data, err := os.ReadFile(m.tokenFile)
+		if err != nil {
+			return fmt.Errorf("reading --token-file: %w", err)
+		}
+		m.token = strings.TrimSpace(string(data))
 	}
 	return agent.RunManaged(cmd.Context(), agent.ManagedConfig{
 		DataDir:        m.dataDir,

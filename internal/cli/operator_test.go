@@ -574,6 +574,10 @@ func TestOperatorHelp(t *testing.T) {
 func TestManagedAgentFlags(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
+	garbage := filepath.Join(t.TempDir(), "join.token")
+	if err := os.WriteFile(garbage, []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -587,6 +591,10 @@ func TestManagedAgentFlags(t *testing.T) {
 		{[]string{"agent", "--data-dir", dir}, "fednet token create --gateway NAME"},
 		{[]string{"agent", "--data-dir", dir, "--token", "garbage"}, "not a join token"},
 		{[]string{"agent", "--data-dir", dir, "--down"}, "no cached plan"},
+		{[]string{"agent", "--data-dir", dir, "--token-file", filepath.Join(dir, "none")}, "reading --token-file"},
+		{[]string{"agent", "--data-dir", dir, "--token-file", garbage}, "not a join token"},
+		{[]string{"agent", "--data-dir", dir, "--token", "x", "--token-file", garbage}, "none of the others can be"},
+		{[]string{"agent", "--token-file", garbage}, "need --data-dir"},
 	} {
 		_, _, err := runIO(t, "", tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
