@@ -128,7 +128,6 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 		},
 	}
 
-	outerV6 := false // whether any link may run over an IPv6 outer header
 	flows := map[[2]netip.Prefix]string{}
 	for ti, remote := range f.Sites {
 		if ti == si || !f.LinkEnabled(site.Name, remote.Name) {
@@ -165,9 +164,6 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 				}
 			}
 			slices.SortFunc(p.AllowedIPs, comparePrefix)
-			if linkOuterV6(self.Endpoint, h.Endpoint) {
-				outerV6 = true
-			}
 			g.Peers = append(g.Peers, p)
 		}
 	}
@@ -184,9 +180,83 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 	})
 	g.Forwarding = len(g.Routes) > 0
 
-	g.Interface.MTU, g.Interface.MTUReason = tunnelMTU(ov.UnderlayMTU, outerV6)
+	g.Interface.MTU, g.Interface.MTUReason = gatewayTunnelMTU(f, removed, si, gi)
 	g.Firewall.MSS = g.Interface.MTU - ipv4Header - tcpHeader
+	if gi == 0 {
+		g.Bridges = bridges(f, removed, si)
+	}
 	return g, nil
+}
+
+// VXLANPort is the UDP port of the bridged networks' VXLAN (IANA's).
+const VXLANPort = 4789
+
+// bridges returns the bridges of the first gateway of f.Sites[si], one per
+// bridged network of the site, sorted by VNI. Only first gateways join
+// bridged networks, as only they carry routed prefixes. Frames are
+// replicated to the first gateway of every other member site (the spec
+// requires a direct link between every two member sites), and every member
+// gets the same MTU, computed from the smallest tunnel MTU among them: an
+// Ethernet segment needs one MTU.
+func bridges(f *spec.Federation, removed map[string]bool, si int) []Bridge {
+	site := f.Sites[si]
+	self := site.Gateways[0]
+	var out []Bridge
+	for _, n := range f.Networks {
+		if n.Mode != spec.Bridged || !slices.Contains(n.Sites, site.Name) {
+			continue
+		}
+		b := Bridge{
+			Network: n.Name,
+			VNI:     n.ID,
+			Name:    fmt.Sprintf("fbr%d", n.ID),
+			VXLAN:   fmt.Sprintf("fvx%d", n.ID),
+			Port:    self.BridgePorts[n.Name],
+			Local:   self.TransitAddress,
+			Remotes: []netip.Addr{},
+			UDPPort: VXLANPort,
+		}
+		tunnel := 0
+		var segs []Segment
+		for ti, s := range f.Sites {
+			if !slices.Contains(n.Sites, s.Name) || len(s.Gateways) == 0 || removed[s.Gateways[0].Name] {
+				continue
+			}
+			segs = append(segs, Segment{Site: s.Name})
+			if mtu, _ := gatewayTunnelMTU(f, removed, ti, 0); tunnel == 0 || mtu < tunnel {
+				tunnel = mtu
+			}
+			if ti != si {
+				b.Remotes = append(b.Remotes, s.Gateways[0].TransitAddress)
+			}
+		}
+		slices.SortFunc(b.Remotes, netip.Addr.Compare)
+		b.MTU, _ = NetworkMTU(tunnel, MTUInputs{Bridged: true, Segments: segs})
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b Bridge) int { return cmp.Compare(a.VNI, b.VNI) })
+	return out
+}
+
+// gatewayTunnelMTU is the MTU of the WireGuard interface of gateway gi of
+// f.Sites[si]: the underlay less WireGuard with the outer header of its
+// worst link (IPv6 if any enabled link to a gateway not removed may run over
+// IPv6).
+func gatewayTunnelMTU(f *spec.Federation, removed map[string]bool, si, gi int) (int, string) {
+	site := f.Sites[si]
+	self := site.Gateways[gi]
+	outerV6 := false
+	for ti, remote := range f.Sites {
+		if ti == si || !f.LinkEnabled(site.Name, remote.Name) {
+			continue
+		}
+		for _, h := range remote.Gateways {
+			if !removed[h.Name] && linkOuterV6(self.Endpoint, h.Endpoint) {
+				outerV6 = true
+			}
+		}
+	}
+	return tunnelMTU(f.Overlay.UnderlayMTU, outerV6)
 }
 
 // tunnelMTU is the largest inner packet that fits the underlay after

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,7 +77,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 func TestGolden(t *testing.T) {
-	for _, ex := range []string{"three-sites", "five-sites"} {
+	for _, ex := range []string{"three-sites", "five-sites", "bridged"} {
 		t.Run(ex, func(t *testing.T) {
 			text, js := render(t, load(t, ex+".yaml"))
 			golden(t, ex+".txt", text)
@@ -85,7 +87,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
-	for _, ex := range []string{"three-sites", "five-sites"} {
+	for _, ex := range []string{"three-sites", "five-sites", "bridged"} {
 		text1, js1 := render(t, load(t, ex+".yaml"))
 		for i := 0; i < 20; i++ {
 			text2, js2 := render(t, load(t, ex+".yaml"))
@@ -199,6 +201,96 @@ func TestSemantics(t *testing.T) {
 	}
 	if got := m["aws-us-gw"].Firewall.MSS; got != 1400 {
 		t.Errorf("aws-us MSS %d, want 1400", got)
+	}
+}
+
+// TestBridged checks the bridges of examples/bridged.yaml: one per member
+// site's first gateway, flooding to the other members' transit addresses,
+// one MTU for the whole segment, and nothing routed for the bridged subnet.
+func TestBridged(t *testing.T) {
+	f := load(t, "bridged.yaml")
+	gws, err := plan.Compute(f, testKeys(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnet := f.Networks[1].Subnet
+	transit := map[string]netip.Addr{}
+	for _, s := range f.Sites {
+		transit[s.Gateways[0].Name] = s.Gateways[0].TransitAddress
+	}
+	mtu := 0
+	for _, g := range gws {
+		if len(g.Bridges) != 1 {
+			t.Fatalf("%s has %d bridges, want 1:\n%s", g.Name, len(g.Bridges), g)
+		}
+		b := g.Bridges[0]
+		var want []netip.Addr
+		for name, a := range transit {
+			if name != g.Name {
+				want = append(want, a)
+			}
+		}
+		slices.SortFunc(want, netip.Addr.Compare)
+		if !slices.Equal(b.Remotes, want) {
+			t.Errorf("%s floods to %v, want the other members %v", g.Name, b.Remotes, want)
+		}
+		if b.Network != "lan" || b.VNI != 200 || b.Name != "fbr200" || b.VXLAN != "fvx200" || b.Port != "b1" || b.UDPPort != 4789 || b.Local != transit[g.Name] {
+			t.Errorf("%s: bridge %+v", g.Name, b)
+		}
+		if mtu == 0 {
+			mtu = b.MTU
+		}
+		if b.MTU != mtu || b.MTU != g.Interface.MTU-plan.VXLANOverhead(plan.IPv4) {
+			t.Errorf("%s: bridge MTU %d, want %d on every member (tunnel %d - VXLAN 50)", g.Name, b.MTU, mtu, g.Interface.MTU)
+		}
+		for _, r := range g.Routes {
+			if r.Destination.Overlaps(subnet) {
+				t.Errorf("%s routes the bridged subnet: %v", g.Name, r)
+			}
+		}
+		for _, fl := range g.Firewall.Flows {
+			if fl.Network == "lan" || fl.Source.Overlaps(subnet) || fl.Destination.Overlaps(subnet) {
+				t.Errorf("%s forwards the bridged network: %v", g.Name, fl)
+			}
+		}
+	}
+}
+
+// TestBridgedMembers checks the edges: a gateway of a site outside the
+// network and a site's second gateway get no bridge, a removed member is
+// flooded to by nobody, and the smallest tunnel MTU sets every member's.
+func TestBridgedMembers(t *testing.T) {
+	f := load(t, "bridged.yaml")
+	f.Networks[1].Sites = []string{"aws-eu", "azure-we"}
+	f.Sites[0].Gateways = append(f.Sites[0].Gateways, spec.Gateway{
+		Name: "aws-gw2", Endpoint: "[2001:db8::1]:51820",
+		TransitAddress: netip.MustParseAddr("10.255.7.7"), BridgePorts: map[string]string{"lan": "b1"},
+	})
+	gws, err := plan.Compute(f, testKeys(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := byName(gws)
+	for _, name := range []string{"onprem-gw", "aws-gw2"} {
+		if n := len(m[name].Bridges); n != 0 {
+			t.Errorf("%s has %d bridges, want none", name, n)
+		}
+	}
+	// aws-gw2's IPv6 endpoint makes every tunnel 1420 but its own: the
+	// segment takes the smallest, 1420 - 50.
+	for _, name := range []string{"aws-gw", "azure-gw"} {
+		if b := m[name].Bridges; len(b) != 1 || b[0].MTU != 1370 || len(b[0].Remotes) != 1 {
+			t.Errorf("%s bridges %+v, want one with MTU 1370 and one remote", name, b)
+		}
+	}
+	in := testKeys(f)
+	in.Removed = map[string]bool{"azure-gw": true}
+	gws, err = plan.Compute(f, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := byName(gws)["aws-gw"].Bridges; len(b) != 1 || len(b[0].Remotes) != 0 {
+		t.Errorf("aws-gw bridges %+v, want one flooding to nobody (azure-gw removed)", b)
 	}
 }
 

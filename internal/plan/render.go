@@ -39,6 +39,22 @@ func (g Gateway) String() string {
 	for _, r := range g.Routes {
 		fmt.Fprintf(&b, "  route %s dev %s via-peer %s\n", r.Destination, r.Device, r.Via)
 	}
+	for _, br := range g.Bridges {
+		port := br.Port
+		if port == "" {
+			port = "(none)"
+		}
+		remotes := make([]string, len(br.Remotes))
+		for i, a := range br.Remotes {
+			remotes[i] = a.String()
+		}
+		flood := strings.Join(remotes, ", ")
+		if flood == "" {
+			flood = "(no other member)"
+		}
+		fmt.Fprintf(&b, "  bridge %s (network %s, vni %d) vxlan %s port %s mtu %d flood-to %s\n",
+			br.Name, br.Network, br.VNI, br.VXLAN, port, br.MTU, flood)
+	}
 	onOff := map[bool]string{true: "on", false: "off"}
 	fmt.Fprintf(&b, "  forwarding %s\n", onOff[g.Forwarding])
 	fw := g.Firewall

@@ -69,9 +69,8 @@ type Gateway struct {
 	// Forwarding turns on IPv4 forwarding.
 	Forwarding bool     `json:"forwarding"`
 	Firewall   Firewall `json:"firewall"`
-	// Bridges are the bridged (L2) networks of this gateway, sorted by VNI.
-	// The planner does not fill them yet (bridged networks are rejected by
-	// the spec until issue 4 is wired); the dataplane already applies them.
+	// Bridges are the bridged (L2) networks of this gateway, sorted by VNI;
+	// only a site's first gateway carries them.
 	Bridges []Bridge `json:"bridges,omitempty"`
 }
 

@@ -103,8 +103,17 @@ func checkComplete(t *testing.T, f *Federation) {
 		}
 	}
 	for _, n := range f.Networks {
-		if n.Mode != Routed || n.ID < 1 || n.ID > MaxNetworkID || len(n.Sites) == 0 {
+		if n.Mode != Routed && n.Mode != Bridged || n.ID < 1 || n.ID > MaxNetworkID || len(n.Sites) == 0 ||
+			n.Mode == Routed && n.Subnet.IsValid() {
 			t.Fatalf("accepted network %+v", n)
+		}
+		if n.Mode == Bridged {
+			for _, name := range n.Sites {
+				s, _ := f.Site(name)
+				if port := s.Gateways[0].BridgePorts[n.Name]; !validInterface(port) || port == f.Overlay.Interface {
+					t.Fatalf("accepted bridged network %s with port %q on site %s", n.Name, port, name)
+				}
+			}
 		}
 		for _, a := range n.Sites {
 			for _, b := range n.Sites {

@@ -285,7 +285,7 @@ sites:
 networks:
   - name: n
     id: abc
-    mode: bridged
+    mode: l3
     sites: [a, zzz]
 topology:
   mode: star

@@ -66,6 +66,41 @@ func edit(t *testing.T, pairs ...string) string {
 	return s
 }
 
+// bridged returns base with bridgePorts portsA and portsB (flow mappings;
+// "" for none) on a-gw and b-gw and a bridged network lan (id 2) whose
+// fields after mode are rest. Its lines: a-gw's bridgePorts 10, b-gw 14 and
+// its bridgePorts 16, networks[0] 18, lan 22.
+func bridged(t *testing.T, portsA, portsB, rest string) string {
+	t.Helper()
+	ports := func(p string) string {
+		if p == "" {
+			return ""
+		}
+		return "        bridgePorts: " + p + "\n"
+	}
+	return edit(t,
+		"endpoint: 198.51.100.1:51820\n", "endpoint: 198.51.100.1:51820\n"+ports(portsA),
+		"endpoint: 198.51.100.2:51820\n", "endpoint: 198.51.100.2:51820\n"+ports(portsB)) +
+		"  - {name: lan, id: 2, mode: bridged, " + rest + "}\n"
+}
+
+func TestBridgedIsValid(t *testing.T) {
+	f, err := Parse([]byte(bridged(t, "{lan: eth1}", "{lan: b1}", "sites: [a, b], subnet: 192.168.50.0/24")))
+	if err != nil {
+		t.Fatalf("bridged spec rejected:\n%v", err)
+	}
+	n := f.Networks[1]
+	if n.Mode != Bridged || n.Subnet.String() != "192.168.50.0/24" {
+		t.Errorf("network lan = %+v, want bridged with subnet 192.168.50.0/24", n)
+	}
+	if p := f.Sites[1].Gateways[0].BridgePorts["lan"]; p != "b1" {
+		t.Errorf("b-gw's port for lan = %q, want b1", p)
+	}
+	if got := f.Line("sites[1].gateways[0].bridgePorts.lan"); got != 16 {
+		t.Errorf("line of b-gw's port = %d, want 16", got)
+	}
+}
+
 func TestBaseIsValid(t *testing.T) {
 	if _, err := Parse([]byte(base)); err != nil {
 		t.Fatalf("base spec rejected:\n%v", err)
@@ -108,9 +143,9 @@ func TestRejections(t *testing.T) {
 			"sites[0].regoin", 7, "did you mean region?", false},
 		{"unknown gateway field", func(t *testing.T) string {
 			return edit(t, "endpoint: 198.51.100.1:51820\n", "endpoint: 198.51.100.1:51820\n        port: 1\n")
-		}, "sites[0].gateways[0].port", 10, "valid fields here: name, endpoint, behindNAT, publicKey, transitAddress, lanAddress", false},
+		}, "sites[0].gateways[0].port", 10, "valid fields here: name, endpoint, behindNAT, publicKey, transitAddress, lanAddress, bridgePorts", false},
 		{"unknown network field", func(t *testing.T) string { return edit(t, "    mode: routed\n", "    mode: routed\n    vni: 5\n") },
-			"networks[0].vni", 19, "valid fields here: name, id, mode, sites", false},
+			"networks[0].vni", 19, "valid fields here: name, id, mode, sites, subnet", false},
 		{"unknown overlay field", func(t *testing.T) string { return base + "overlay:\n  mtu: 1400\n" },
 			"overlay.mtu", 21, "valid fields here: supernet, transit, listenPort, underlayMTU, interface", false},
 		{"unknown link field", func(t *testing.T) string {
@@ -218,10 +253,10 @@ func TestRejections(t *testing.T) {
 			"networks[0].id", 17, "want 1..16777215", false},
 		{"network id missing", func(t *testing.T) string { return edit(t, "    id: 1\n", "") },
 			"networks[0].id", 16, "has no id", false},
-		{"bridged network", func(t *testing.T) string { return edit(t, "mode: routed", "mode: bridged") },
-			"networks[0].mode", 18, "bridged networks are not supported yet; use mode: routed", false},
+		{"bridged network without ports", func(t *testing.T) string { return edit(t, "mode: routed", "mode: bridged") },
+			"sites[0].gateways[0].bridgePorts", 8, "site a is in bridged network n but its first gateway a-gw has no port for it; add bridgePorts: {n: IFACE}", true},
 		{"unknown network mode", func(t *testing.T) string { return edit(t, "mode: routed", "mode: l3") },
-			"networks[0].mode", 18, `"l3" is not a network mode; want routed`, false},
+			"networks[0].mode", 18, `"l3" is not a network mode; want routed or bridged`, false},
 		{"network mode missing", func(t *testing.T) string { return edit(t, "    mode: routed\n", "") },
 			"networks[0].mode", 16, "has no mode; want mode: routed", false},
 		{"network without sites", func(t *testing.T) string { return edit(t, "sites: [a, b]", "sites: []") },
@@ -232,6 +267,42 @@ func TestRejections(t *testing.T) {
 			"networks[0].sites[2]", 19, "already listed in this network", false},
 		{"network name invalid", func(t *testing.T) string { return edit(t, "name: n\n", "name: N\n") },
 			"networks[0].name", 16, "not a valid network name", false},
+
+		// Bridged networks (see bridged for the lines).
+		{"bridged: first gateway without port", func(t *testing.T) string { return bridged(t, "", "{lan: eth1}", "sites: [a, b]") },
+			"sites[0].gateways[0].bridgePorts", 8, "site a is in bridged network lan but its first gateway a-gw has no port for it", false},
+		{"bridged: port for unknown network", func(t *testing.T) string {
+			return bridged(t, "{lan: eth1, wan: eth2}", "{lan: eth1}", "sites: [a, b]")
+		}, "sites[0].gateways[0].bridgePorts.wan", 10, `unknown network "wan"`, false},
+		{"bridged: port for routed network", func(t *testing.T) string {
+			return bridged(t, "{lan: eth1, n: eth2}", "{lan: eth1}", "sites: [a, b]")
+		}, "sites[0].gateways[0].bridgePorts.n", 10, "network n is routed, not bridged: it needs no port", false},
+		{"bridged: port at a site outside the network", func(t *testing.T) string { return bridged(t, "{lan: eth1}", "{lan: eth1}", "sites: [a]") },
+			"sites[1].gateways[0].bridgePorts.lan", 16, "site b is not a member of network lan", false},
+		{"bridged: invalid port name", func(t *testing.T) string { return bridged(t, `{lan: "eth 1"}`, "{lan: eth1}", "sites: [a, b]") },
+			"sites[0].gateways[0].bridgePorts.lan", 10, `"eth 1" is not a usable interface name`, false},
+		{"bridged: port name too long", func(t *testing.T) string {
+			return bridged(t, "{lan: ethernet-port-10}", "{lan: eth1}", "sites: [a, b]")
+		}, "sites[0].gateways[0].bridgePorts.lan", 10, "1 to 15 letters", false},
+		{"bridged: port is the tunnel interface", func(t *testing.T) string { return bridged(t, "{lan: fed0}", "{lan: eth1}", "sites: [a, b]") },
+			"sites[0].gateways[0].bridgePorts.lan", 10, "fed0 is the WireGuard interface (overlay.interface)", false},
+		{"bridged: one port for two networks", func(t *testing.T) string {
+			return bridged(t, "{lan: eth1, lan2: eth1}", "{lan: eth1, lan2: eth2}", "sites: [a, b]") +
+				"  - {name: lan2, id: 3, mode: bridged, sites: [a, b]}\n"
+		}, "sites[0].gateways[0].bridgePorts.lan2", 10, "eth1 is already the port of network lan on this gateway", false},
+		{"bridged: members without a direct link", func(t *testing.T) string {
+			return bridged(t, "{lan: eth1}", "{lan: eth1}", "sites: [a, b]") + "topology:\n  links:\n    - between: [a, b]\n      disabled: true\n"
+		}, "networks[1].sites", 22, "bridged networks need a full mesh between their sites for now (relaying frames along a loop-free tree comes later)", true},
+		{"bridged: subnet overlaps a site", func(t *testing.T) string {
+			return bridged(t, "{lan: eth1}", "{lan: eth1}", "sites: [a, b], subnet: 10.2.0.0/16")
+		}, "networks[1].subnet", 22, "10.2.0.0/16 overlaps 10.2.0.0/24 of site b", false},
+		{"bridged: subnet overlaps transit", func(t *testing.T) string {
+			return bridged(t, "{lan: eth1}", "{lan: eth1}", "sites: [a, b], subnet: 10.255.9.0/24")
+		}, "networks[1].subnet", 22, "overlaps overlay.transit 10.255.0.0/16", false},
+		{"routed network with subnet", func(t *testing.T) string {
+			return edit(t, "sites: [a, b]", "sites: [a, b]\n    subnet: 192.168.1.0/24")
+		},
+			"networks[0].subnet", 20, "network n is routed", false},
 
 		// Addressing.
 		{"prefix outside supernet", func(t *testing.T) string {

@@ -99,6 +99,12 @@ type Gateway struct {
 	// address of the site's first prefix (the numbering plan's .254), and
 	// further gateways of the site to the next lower free addresses.
 	LANAddress netip.Addr `yaml:"lanAddress,omitempty" json:"lanAddress,omitempty"`
+	// BridgePorts maps the name of a bridged network of the site to the
+	// gateway's interface on that network's segment (e.g. {lan: eth1}); the
+	// planner enslaves it to the network's bridge. The site's first gateway
+	// needs one entry per bridged network of the site; further gateways'
+	// entries are checked but not used yet.
+	BridgePorts map[string]string `yaml:"bridgePorts,omitempty" json:"bridgePorts,omitempty"`
 }
 
 // Mode says how a network joins its sites.
@@ -115,11 +121,19 @@ type Network struct {
 	Name string `yaml:"name" json:"name"`
 	// ID is unique, 1..16777215 (it becomes the VXLAN VNI for bridged networks).
 	ID int `yaml:"id" json:"id"`
-	// Mode is required; only Routed is implemented so far.
+	// Mode is required: Routed joins the member sites' prefixes by routing;
+	// Bridged stretches one Ethernet segment over the member sites (VXLAN
+	// with VNI = ID between their first gateways, inside the tunnels).
 	Mode Mode `yaml:"mode" json:"mode"`
 	// Sites are the member sites. Every two of them need an enabled link:
-	// routed traffic is not relayed through a third site.
+	// neither routed nor bridged traffic is relayed through a third site yet.
 	Sites []string `yaml:"sites" json:"sites"`
+	// Subnet is, for a bridged network, the subnet stretched over its
+	// sites; optional, for humans and validation only (fednet assigns no
+	// addresses in it). When set it must overlap no site prefix and not
+	// overlay.transit. Routed networks take none: their addresses are their
+	// sites' prefixes.
+	Subnet netip.Prefix `yaml:"subnet,omitempty" json:"subnet,omitzero"`
 }
 
 // Topology says which gateways have links between them.

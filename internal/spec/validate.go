@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,7 @@ func (c *checker) validate() {
 	sites := c.sites()
 	c.transit()
 	c.networks(sites)
+	c.bridgePorts()
 	c.topology(sites)
 	c.lab()
 }
@@ -384,14 +386,13 @@ func (c *checker) networks(sites siteIndex) {
 			}
 		}
 		switch n.Mode {
-		case Routed:
-		case Bridged:
-			c.add(path+".mode", "bridged networks are not supported yet; use mode: routed")
+		case Routed, Bridged:
 		case "":
-			c.add(path+".mode", "network %s has no mode; want mode: routed", n.Name)
+			c.add(path+".mode", "network %s has no mode; want mode: routed or mode: bridged", n.Name)
 		default:
-			c.add(path+".mode", "%q is not a network mode; want routed (bridged is not supported yet)", n.Mode)
+			c.add(path+".mode", "%q is not a network mode; want routed or bridged", n.Mode)
 		}
+		c.subnet(path, n)
 		if len(n.Sites) == 0 && !c.ps.isBad(path+".sites") {
 			c.add(path+".sites", "network %s has no sites; want sites: [site-a, site-b]", n.Name)
 		}
@@ -410,17 +411,108 @@ func (c *checker) networks(sites siteIndex) {
 			seen[name] = k
 			members = append(members, name)
 		}
-		if n.Mode != Routed {
+		switch n.Mode {
+		case Routed, Bridged:
+			c.directLinks(path, n, members, comp)
+		}
+		if n.Mode == Bridged {
+			c.portsPresent(n, members, sites)
+		}
+	}
+}
+
+// subnet checks a network's optional stretched subnet: bridged networks
+// only, clear of every site prefix and of the transit prefix.
+func (c *checker) subnet(path string, n *Network) {
+	p := n.Subnet
+	if !p.IsValid() {
+		return
+	}
+	path += ".subnet"
+	if n.Mode == Routed {
+		c.add(path, "network %s is routed: its addresses are its sites' prefixes, so it takes no subnet; remove subnet, or make the network mode: bridged", n.Name)
+		return
+	}
+	if t := c.f.Overlay.Transit; t.IsValid() && t.Overlaps(p) {
+		c.add(path, "%s overlaps overlay.transit %s, which holds the gateways' tunnel addresses; give the network a subnet outside it", p, t)
+	}
+	for _, s := range c.f.Sites {
+		for _, sp := range s.Prefixes {
+			if sp.IsValid() && sp.Overlaps(p) {
+				c.add(path, "%s overlaps %s of site %s; a bridged network's subnet is its own segment, so give it a subnet no site prefix uses", p, sp, s.Name)
+			}
+		}
+	}
+}
+
+// portsPresent requires a bridgePorts entry for bridged network n on the
+// first gateway of every member site: that gateway joins the site's
+// segment to the network.
+func (c *checker) portsPresent(n *Network, members []string, sites siteIndex) {
+	for _, name := range members {
+		i := sites[name]
+		s := &c.f.Sites[i]
+		if len(s.Gateways) == 0 {
 			continue
 		}
-		c.directLinks(path, n, members, comp)
+		if _, ok := s.Gateways[0].BridgePorts[n.Name]; ok {
+			continue
+		}
+		c.add(fmt.Sprintf("sites[%d].gateways[0].bridgePorts", i), "site %s is in bridged network %s but its first gateway %s has no port for it; add bridgePorts: {%s: IFACE}, IFACE being the gateway's interface on the network's segment at this site (like eth1)",
+			s.Name, n.Name, s.Gateways[0].Name, n.Name)
+	}
+}
+
+// bridgePorts checks every gateway's bridgePorts: each names a bridged
+// network of the gateway's site, with a valid interface that is neither
+// the tunnel interface nor the port of another network.
+func (c *checker) bridgePorts() {
+	f := c.f
+	networks := map[string]*Network{}
+	for i := range f.Networks {
+		if _, dup := networks[f.Networks[i].Name]; !dup {
+			networks[f.Networks[i].Name] = &f.Networks[i]
+		}
+	}
+	for i := range f.Sites {
+		s := &f.Sites[i]
+		for j := range s.Gateways {
+			g := &s.Gateways[j]
+			used := map[string]string{} // interface -> network
+			for _, name := range sortedKeys(g.BridgePorts) {
+				port := g.BridgePorts[name]
+				path := fmt.Sprintf("sites[%d].gateways[%d].bridgePorts.%s", i, j, name)
+				n, ok := networks[name]
+				switch {
+				case !ok:
+					c.add(path, "unknown network %q; want the name of a bridged network that site %s is a member of", name, s.Name)
+					continue
+				case n.Mode != Bridged:
+					c.add(path, "network %s is %s, not bridged: it needs no port; remove this entry", name, n.Mode)
+					continue
+				case !slices.Contains(n.Sites, s.Name):
+					c.add(path, "site %s is not a member of network %s; remove this entry or add %s to the network's sites", s.Name, name, s.Name)
+					continue
+				}
+				switch other, dup := used[port]; {
+				case !validInterface(port):
+					c.add(path, "%q is not a usable interface name; want 1 to 15 letters, digits, '-', '_' or '.', like eth1", port)
+				case port == f.Overlay.Interface:
+					c.add(path, "%s is the WireGuard interface (overlay.interface); want the gateway's interface on the network's segment, like eth1", port)
+				case dup:
+					c.add(path, "%s is already the port of network %s on this gateway; each bridged network needs its own interface", port, other)
+				default:
+					used[port] = name
+				}
+			}
+		}
 	}
 }
 
 // directLinks requires an enabled link between every two member sites of a
-// routed network, since routed traffic is not relayed through third sites.
-// Only disabled topology.links entries can break a mesh, so those are what it
-// looks at.
+// network, since neither routed nor bridged traffic is relayed through
+// third sites yet. Only disabled topology.links entries can break a mesh, so
+// those are what it looks at.
 func (c *checker) directLinks(path string, n *Network, members []string, comp map[string]int) {
 	in := map[string]bool{}
 	for _, m := range members {
@@ -435,8 +527,12 @@ func (c *checker) directLinks(path string, n *Network, members []string, comp ma
 		if ca, ok := comp[a]; ok && ca == comp[b] {
 			how = "they are connected only through other sites"
 		}
-		if !c.add(path+".sites", "sites %s and %s are both in network %s but their link is disabled (topology.links[%d], line %d) and %s; fednet does not relay routed traffic through a third site yet, so enable that link or take one of the sites out of the network",
-			a, b, n.Name, k, c.f.Line(fmt.Sprintf("topology.links[%d]", k)), how) {
+		relay := "fednet does not relay routed traffic through a third site yet"
+		if n.Mode == Bridged {
+			relay = "bridged networks need a full mesh between their sites for now (relaying frames along a loop-free tree comes later)"
+		}
+		if !c.add(path+".sites", "sites %s and %s are both in network %s but their link is disabled (topology.links[%d], line %d) and %s; %s, so enable that link or take one of the sites out of the network",
+			a, b, n.Name, k, c.f.Line(fmt.Sprintf("topology.links[%d]", k)), how, relay) {
 			return
 		}
 	}
