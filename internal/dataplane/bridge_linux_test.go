@@ -182,7 +182,7 @@ func TestLinuxBridgeTwoGateways(t *testing.T) {
 		h.host.Exec(t, "ip", "link", "set", "eth0", "up")
 	}
 	ka, kb := newPrivateKey(t), newPrivateKey(t)
-	env := []string{envWGDevChild + "=1", "FEDNET_TEST_KEY_A=" + ka.String(), "FEDNET_TEST_KEY_B=" + kb.String()}
+	env := keyEnv(ka, kb)
 	b.RunPhase(t, "b-up", env...)
 	a.RunPhase(t, "a-up", env...)
 	var out string
@@ -206,14 +206,7 @@ func TestLinuxBridgeTwoGateways(t *testing.T) {
 }
 
 func bridgePhase(t *testing.T, phase string) {
-	ka, err := plan.ParseKey(os.Getenv("FEDNET_TEST_KEY_A"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := plan.ParseKey(os.Getenv("FEDNET_TEST_KEY_B"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ka, kb := keysFromEnv(t)
 	pa, pb := twoGatewayPlans(ka, kb)
 	lan := func(p *plan.Gateway, self, other string) {
 		p.Bridges = []plan.Bridge{{

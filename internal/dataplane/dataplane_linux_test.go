@@ -456,21 +456,14 @@ func TestLinuxTwoGateways(t *testing.T) {
 	if bytes.Compare(pubA[:], pubB[:]) > 0 {
 		ka, kb = kb, ka
 	}
-	env := []string{envWGDevChild + "=1", "FEDNET_TEST_KEY_A=" + ka.String(), "FEDNET_TEST_KEY_B=" + kb.String()}
+	env := keyEnv(ka, kb)
 	b.RunPhase(t, "b-up", env...)
 	a.RunPhase(t, "a-ping", env...)
 	b.RunPhase(t, "b-down", env...)
 }
 
 func twoGatewaysPhase(t *testing.T, phase string) {
-	ka, err := plan.ParseKey(os.Getenv("FEDNET_TEST_KEY_A"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := plan.ParseKey(os.Getenv("FEDNET_TEST_KEY_B"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ka, kb := keysFromEnv(t)
 	pa, pb := twoGatewayPlans(ka, kb)
 	ctx := context.Background()
 	exe, err := os.Executable()
@@ -620,4 +613,23 @@ func TestLinuxReplacesHungDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNothingLeft(t, d)
+}
+
+// keyEnv passes two gateways' private keys to the inner test runs.
+func keyEnv(ka, kb plan.Key) []string {
+	return []string{envWGDevChild + "=1", "FEDNET_TEST_KEY_A=" + ka.String(), "FEDNET_TEST_KEY_B=" + kb.String()}
+}
+
+// keysFromEnv reads the keys keyEnv passed.
+func keysFromEnv(t *testing.T) (ka, kb plan.Key) {
+	t.Helper()
+	ka, err := plan.ParseKey(os.Getenv("FEDNET_TEST_KEY_A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err = plan.ParseKey(os.Getenv("FEDNET_TEST_KEY_B"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ka, kb
 }

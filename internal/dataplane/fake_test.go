@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -73,28 +72,15 @@ func TestFakeRandomOrderEndsInLastPlan(t *testing.T) {
 	for _, n := range names {
 		want[n] = stateOf(t, plans[n]())
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 30; i++ {
-		seq := make([]string, 2+rng.IntN(6))
-		for j := range seq {
-			seq[j] = names[rng.IntN(len(names))]
-		}
-		f := NewFake()
-		for _, n := range seq {
-			mustApply(t, f, plans[n]())
-			if c := mustApply(t, f, plans[n]()); len(c) != 0 {
-				t.Errorf("sequence %v: applying %s again made changes:\n%s", seq, n, render(c))
-			}
-		}
+	applyRandomSequences(t, 1, 30, plans, func(seq []string, f *Fake) {
 		last := seq[len(seq)-1]
-		got := f.State()
 		w := want[last]
 		// Forwarding is never turned off: it is on once any plan wanted it.
 		w.Forwarding = slices.ContainsFunc(seq, func(n string) bool { return plans[n]().Forwarding })
-		if d := cmp.Diff(w.String(), got.String()); d != "" {
+		if d := cmp.Diff(w.String(), f.State().String()); d != "" {
 			t.Errorf("sequence %v: state differs from applying %s alone (-want +got):\n%s", seq, last, d)
 		}
-	}
+	})
 }
 
 func TestFakeDown(t *testing.T) {

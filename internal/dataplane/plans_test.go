@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"flag"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -131,11 +132,38 @@ func planC() plan.Gateway {
 var plans = map[string]func() plan.Gateway{"A": planA, "B": planB, "C": planC}
 
 // sortedNames returns the keys of plans, sorted.
-func sortedNames() []string {
+func sortedNames() []string { return sortedKeys(plans) }
+
+// sortedKeys returns the keys of a plan table, sorted.
+func sortedKeys(m map[string]func() plan.Gateway) []string {
 	var names []string
-	for n := range plans {
+	for n := range m {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	return names
+}
+
+// applyRandomSequences applies rounds random sequences (2 to 7 plans) of
+// the table's plans to a fresh fake each, every plan twice, failing when the
+// second apply changes anything, and hands each sequence and its fake to
+// check.
+func applyRandomSequences(t *testing.T, seed uint64, rounds int, table map[string]func() plan.Gateway, check func(seq []string, f *Fake)) {
+	t.Helper()
+	names := sortedKeys(table)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for i := 0; i < rounds; i++ {
+		seq := make([]string, 2+rng.IntN(6))
+		for j := range seq {
+			seq[j] = names[rng.IntN(len(names))]
+		}
+		f := NewFake()
+		for _, n := range seq {
+			mustApply(t, f, table[n]())
+			if c := mustApply(t, f, table[n]()); len(c) != 0 {
+				t.Errorf("sequence %v: applying %s again made changes:\n%s", seq, n, render(c))
+			}
+		}
+		check(seq, f)
+	}
 }
