@@ -231,15 +231,7 @@ func readCredential(t *testing.T, dir string) agent.Credential {
 
 func filePublicKey(t *testing.T, path string) plan.Key {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := wgtypes.ParseKey(strings.TrimSpace(string(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return plan.Key(k.PublicKey())
+	return plan.Key(mustKey(t, path).PublicKey())
 }
 
 func mode(t *testing.T, path string) os.FileMode {
