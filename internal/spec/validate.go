@@ -138,13 +138,7 @@ func (c *checker) sites() siteIndex {
 		if c.ps.isBad(path) {
 			continue
 		}
-		if c.name(path+".name", "site", s.Name, "aws-eu") {
-			if j, dup := sites[s.Name]; dup {
-				c.add(path+".name", "site name %q is already used by sites[%d] (line %d); site names must be unique", s.Name, j, f.Line(fmt.Sprintf("sites[%d]", j)))
-			} else {
-				sites[s.Name] = i
-			}
-		}
+		c.uniqueName("sites", i, "site", s.Name, "aws-eu", sites)
 		if s.Index < 0 || s.Index > 255 {
 			c.add(path+".index", "%d is out of range; want 0..255 (the B of 10.A.B.0/24)", s.Index)
 		}
@@ -353,6 +347,20 @@ func checkKey(s string) string {
 	return ""
 }
 
+// uniqueName checks the name of entry i of list (a kind such as "site")
+// and that no earlier entry, recorded in seen, has it; it records a new one.
+func (c *checker) uniqueName(list string, i int, kind, name, example string, seen map[string]int) {
+	path := fmt.Sprintf("%s[%d].name", list, i)
+	if !c.name(path, kind, name, example) {
+		return
+	}
+	if j, dup := seen[name]; dup {
+		c.add(path, "%s name %q is already used by %s[%d] (line %d); %s names must be unique", kind, name, list, j, c.f.Line(fmt.Sprintf("%s[%d]", list, j)), kind)
+		return
+	}
+	seen[name] = i
+}
+
 func (c *checker) networks(sites siteIndex) {
 	f := c.f
 	names := map[string]int{}
@@ -364,13 +372,7 @@ func (c *checker) networks(sites siteIndex) {
 		if c.ps.isBad(path) {
 			continue
 		}
-		if c.name(path+".name", "network", n.Name, "apps") {
-			if j, dup := names[n.Name]; dup {
-				c.add(path+".name", "network name %q is already used by networks[%d] (line %d); network names must be unique", n.Name, j, f.Line(fmt.Sprintf("networks[%d]", j)))
-			} else {
-				names[n.Name] = i
-			}
-		}
+		c.uniqueName("networks", i, "network", n.Name, "apps", names)
 		if !c.ps.isBad(path + ".id") {
 			switch j, dup := ids[n.ID]; {
 			case n.ID < 1 || n.ID > MaxNetworkID:
