@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/spec"
 )
 
 // DefaultTimeout bounds one request (for a plan watch: on top of the
@@ -271,18 +272,9 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// problemString formats p like spec.Problem.String: "line 12: path: message".
+// problemString formats p as the spec parser does: "line 12: path: message".
 func problemString(p api.Problem) string {
-	var b strings.Builder
-	if p.Line > 0 {
-		fmt.Fprintf(&b, "line %d: ", p.Line)
-	}
-	if p.Path != "" {
-		b.WriteString(p.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(p.Message)
-	return b.String()
+	return spec.Problem{Line: p.Line, Path: p.Path, Message: p.Message}.String()
 }
 
 // StatusOf returns the HTTP status of a *Error in err's chain, or 0 when
