@@ -22,6 +22,8 @@ import (
 //	  iifname "lo" accept
 //	  ct state established,related accept
 //	  ct state invalid drop
+//	  iifname != "<Tunnel>" ip saddr <host> udp dport <port> accept   per neighbor tunnel
+//	  udp dport <port> drop                                           (same)
 //	  udp dport <ListenPort> accept                       the tunnel port
 //	  iifname "<Tunnel>" ip saddr <Transit> accept        other gateways
 //	  iifname != "<Tunnel>" ip saddr <Local> fib saddr . iif oif exists accept
@@ -199,6 +201,12 @@ func buildRuleset(fw plan.Firewall) ruleset {
 	add(&input, "accept", ifName{name: "lo"})
 	add(&input, "accept", ctState{established: true, related: true})
 	add(&input, "drop", ctState{invalid: true})
+	// A neighbor tunnel's port takes VXLAN from its host only: anyone else
+	// on the LAN could otherwise inject frames into the bridged network.
+	for _, n := range fw.Neighbors {
+		add(&input, "accept", ifName{name: tunnel, negate: true}, addr{prefix: netip.PrefixFrom(n.Address.Unmap(), n.Address.Unmap().BitLen())}, udpDport{n.Port})
+		add(&input, "drop", udpDport{n.Port})
+	}
 	if fw.ListenPort != 0 {
 		add(&input, "accept", udpDport{fw.ListenPort})
 	}
@@ -349,6 +357,18 @@ func validateFirewall(fw plan.Firewall) error {
 		if !p.IsValid() {
 			errs = append(errs, "a remote prefix is not valid")
 		}
+	}
+	ports := map[int]bool{fw.ListenPort: true}
+	for _, n := range fw.Neighbors {
+		switch {
+		case !n.Address.IsValid():
+			errs = append(errs, fmt.Sprintf("neighbor port %d has no valid address", n.Port))
+		case n.Port < 1 || n.Port > 65535:
+			errs = append(errs, fmt.Sprintf("neighbor %s: port %d is out of range 1-65535", n.Address, n.Port))
+		case ports[n.Port]:
+			errs = append(errs, fmt.Sprintf("neighbor %s: port %d is used twice", n.Address, n.Port))
+		}
+		ports[n.Port] = true
 	}
 	for _, f := range fw.Flows {
 		if !f.Source.IsValid() || !f.Destination.IsValid() {

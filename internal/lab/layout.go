@@ -75,7 +75,9 @@ type Config struct {
 	// The settings below are lab-only: they describe the machines and
 	// fabrics around the gateways, not the federation (see docs/lab.md).
 
-	// Fabrics, by site name, changes how a site's switches behave.
+	// Fabrics, by site name, changes how a site's switches behave. A site
+	// whose spec says fabric: dropsUnknownMACs drops unknown MACs whatever
+	// this map says.
 	Fabrics map[string]Fabric
 	// Segments, by site name, adds segments to a site beyond the one of its
 	// first gateway's LAN address (see Segment numbering in segments.go).
@@ -478,7 +480,7 @@ func newLab(cfg Config) (*Lab, error) {
 		p.n.Public = netip.PrefixFrom(a, 32)
 		p.n.Via = r.Addr()
 	}
-	l.fabrics = cfg.Fabrics
+	l.fabrics = siteFabrics(f, cfg.Fabrics)
 	layoutSegments(l, cfg, hosts, addNode, fail)
 	if cfg.Manager {
 		m := &Node{Name: "manager", Role: RoleManager, Namespace: pre + "mgr", Dir: filepath.Join(dir, "manager")}

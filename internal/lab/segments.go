@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+
+	"github.com/fednet/fednet/internal/spec"
 )
 
 // Fabric says how a site's switches behave. The zero value is a plain
@@ -17,6 +19,24 @@ type Fabric struct {
 	// and OpenNebula fabrics do. Gateway ports are no exception: a gateway
 	// that bridges other machines' frames onto such a fabric loses them.
 	DropUnknownMACs bool
+}
+
+// siteFabrics returns the lab's fabrics: cfg's, with DropUnknownMACs set
+// for every site whose spec declares fabric: dropsUnknownMACs, so a spec
+// that says so is tested on such a fabric.
+func siteFabrics(f *spec.Federation, cfg map[string]Fabric) map[string]Fabric {
+	out := maps.Clone(cfg)
+	if out == nil {
+		out = map[string]Fabric{}
+	}
+	for _, s := range f.Sites {
+		if s.DropsUnknownMACs() {
+			fab := out[s.Name]
+			fab.DropUnknownMACs = true
+			out[s.Name] = fab
+		}
+	}
+	return out
 }
 
 // BridgedNetwork places hosts on a bridged network: one subnet stretched

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/fednet/fednet/internal/spec"
 )
 
 // segmentsConfig returns threeSites with a drop-unknown-MACs fabric on
@@ -118,5 +120,21 @@ func TestLayoutSegmentErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A site whose spec says fabric: dropsUnknownMACs gets a fabric that drops
+// unknown MACs without Config.Fabrics saying so.
+func TestSpecFabric(t *testing.T) {
+	f := threeSites()
+	f.Sites[1].Fabric = spec.FabricDropsUnknownMACs
+	l, err := newLab(Config{Federation: f, Name: "x1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range f.Sites {
+		if got, want := l.fabrics[s.Name].DropUnknownMACs, s.DropsUnknownMACs(); got != want {
+			t.Errorf("site %s: lab fabric drops unknown MACs = %v, want %v (spec fabric %q)", s.Name, got, want, s.Fabric)
+		}
 	}
 }

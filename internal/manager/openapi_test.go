@@ -148,6 +148,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Gateway": api.Gateway{}, "Site": api.Site{}, "Link": api.Link{}, "Network": api.Network{}, "Overview": api.Overview{},
 		"Plan": plan.Gateway{}, "PlanInterface": plan.Interface{}, "PlanPeer": plan.Peer{}, "PlanRoute": plan.Route{},
 		"PlanFirewall": plan.Firewall{}, "PlanFlow": plan.Flow{}, "PlanBridge": plan.Bridge{},
+		"PlanNeighbor": plan.Neighbor{}, "PlanNeighborRule": plan.NeighborRule{},
 	}
 	for name, v := range types {
 		s, ok := doc.Components.Schemas[name]

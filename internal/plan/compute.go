@@ -16,6 +16,9 @@ type Inputs struct {
 	// Removed names gateways that were revoked: they get no plan and
 	// appear in no other gateway's plan, though the spec still lists them.
 	Removed map[string]bool
+	// Hosts joined bridged networks through neighbor tunnels (see
+	// neighbors.go); they appear in their site's first gateway's plan.
+	Hosts []Host
 }
 
 // Table is the name of the nftables table fednet owns on every gateway.
@@ -53,6 +56,7 @@ func Compute(f *spec.Federation, in Inputs) ([]Gateway, error) {
 			if err != nil {
 				return nil, err
 			}
+			addNeighbors(f, in.Hosts, si, &g)
 			out = append(out, g)
 		}
 	}
@@ -222,7 +226,7 @@ func bridges(f *spec.Federation, removed map[string]bool, si int) []Bridge {
 			if !slices.Contains(n.Sites, s.Name) || len(s.Gateways) == 0 || removed[s.Gateways[0].Name] {
 				continue
 			}
-			segs = append(segs, Segment{Site: s.Name})
+			segs = append(segs, Segment{Site: s.Name, Neighbors: neighborFamily(&f.Sites[ti])})
 			if mtu, _ := gatewayTunnelMTU(f, removed, ti, 0); tunnel == 0 || mtu < tunnel {
 				tunnel = mtu
 			}
@@ -231,7 +235,7 @@ func bridges(f *spec.Federation, removed map[string]bool, si int) []Bridge {
 			}
 		}
 		slices.SortFunc(b.Remotes, netip.Addr.Compare)
-		b.MTU, _ = NetworkMTU(tunnel, MTUInputs{Bridged: true, Segments: segs})
+		b.MTU, b.MTUReason = NetworkMTU(tunnel, MTUInputs{Bridged: true, Segments: segs})
 		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b Bridge) int { return cmp.Compare(a.VNI, b.VNI) })

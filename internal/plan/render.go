@@ -54,6 +54,12 @@ func (g Gateway) String() string {
 		}
 		fmt.Fprintf(&b, "  bridge %s (network %s, vni %d) vxlan %s port %s mtu %d flood-to %s\n",
 			br.Name, br.Network, br.VNI, br.VXLAN, port, br.MTU, flood)
+		if br.MTUReason != "" {
+			fmt.Fprintf(&b, "    mtu: %s\n", br.MTUReason)
+		}
+		for _, n := range br.Neighbors {
+			fmt.Fprintf(&b, "    neighbor %s vxlan %s local %s remote %s udp %d\n", n.Host, n.VXLAN, n.Local, n.Remote, n.UDPPort)
+		}
 	}
 	onOff := map[bool]string{true: "on", false: "off"}
 	fmt.Fprintf(&b, "  forwarding %s\n", onOff[g.Forwarding])
@@ -61,6 +67,9 @@ func (g Gateway) String() string {
 	fmt.Fprintf(&b, "  firewall table inet %s\n", fw.Table)
 	fmt.Fprintf(&b, "    input: accept udp dport %d, established, from local %s, from transit %s on %s; drop the rest\n",
 		fw.ListenPort, joinPrefixes(fw.Local), fw.Transit, fw.Tunnel)
+	for _, n := range fw.Neighbors {
+		fmt.Fprintf(&b, "    input: accept udp dport %d from neighbor %s only\n", n.Port, n.Address)
+	}
 	for _, fl := range fw.Flows {
 		fmt.Fprintf(&b, "    forward: accept %s -> %s (network %s)\n", fl.Source, fl.Destination, fl.Network)
 	}

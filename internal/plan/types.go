@@ -94,10 +94,16 @@ type Bridge struct {
 	Local netip.Addr `json:"local"`
 	// Remotes are the transit addresses frames are replicated to, sorted.
 	Remotes []netip.Addr `json:"remotes"`
-	// MTU is set on the bridge and the VXLAN device.
-	MTU int `json:"mtu"`
+	// MTU is set on the bridge and the VXLAN device (and on the neighbor
+	// tunnels' devices, at both ends); MTUReason shows the computation.
+	MTU       int    `json:"mtu"`
+	MTUReason string `json:"mtuReason,omitempty"`
 	// UDPPort is the VXLAN UDP destination port (4789).
 	UDPPort int `json:"udpPort"`
+	// Neighbors are the neighbor tunnels of the network's hosts at this
+	// site, sorted by UDP port; only at sites whose fabric drops unknown
+	// MACs.
+	Neighbors []Neighbor `json:"neighbors,omitempty"`
 }
 
 // Interface is the gateway's WireGuard interface.
@@ -162,6 +168,9 @@ type Firewall struct {
 	Flows []Flow `json:"flows"`
 	// MSS is the TCP MSS that SYNs through the tunnel are clamped to.
 	MSS int `json:"mss"`
+	// Neighbors are the UDP ports of neighbor tunnels, each accepted from
+	// its host's address only (not through the tunnel), sorted by port.
+	Neighbors []NeighborRule `json:"neighbors,omitempty"`
 }
 
 // Flow allows forwarding from Source to Destination for a network.

@@ -101,6 +101,19 @@ func TestBridgedIsValid(t *testing.T) {
 	}
 }
 
+// A site whose fabric drops unknown MACs needs no bridge port: its hosts
+// join through neighbor tunnels.
+func TestDropsUnknownMACsNeedsNoPort(t *testing.T) {
+	y := strings.Replace(bridged(t, "", "{lan: b1}", "sites: [a, b]"), "    provider: aws\n", "    provider: aws\n    fabric: dropsUnknownMACs\n", 1)
+	f, err := Parse([]byte(y))
+	if err != nil {
+		t.Fatalf("spec rejected:\n%v", err)
+	}
+	if !f.Sites[0].DropsUnknownMACs() || f.Sites[1].DropsUnknownMACs() {
+		t.Errorf("DropsUnknownMACs = %v, %v; want true, false", f.Sites[0].DropsUnknownMACs(), f.Sites[1].DropsUnknownMACs())
+	}
+}
+
 func TestBaseIsValid(t *testing.T) {
 	if _, err := Parse([]byte(base)); err != nil {
 		t.Fatalf("base spec rejected:\n%v", err)
@@ -133,6 +146,12 @@ func TestRejections(t *testing.T) {
 			"name", 1, "has no name", false},
 		{"name invalid", func(t *testing.T) string { return edit(t, "name: t\n", "name: My_Fed\n") },
 			"name", 3, "lowercase letters, digits and '-'", false},
+
+		// Fabric.
+		{"fabric unknown", func(t *testing.T) string {
+			return edit(t, "    provider: aws\n", "    provider: aws\n    fabric: dropUnknownMACs\n")
+		},
+			"sites[0].fabric", 7, "want fabric: dropsUnknownMACs", false},
 
 		// Unknown fields, anywhere.
 		{"unknown top-level field", func(t *testing.T) string { return base + "colour: red\n" },

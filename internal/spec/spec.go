@@ -75,7 +75,27 @@ type Site struct {
 	// plan's 10.A.B.0/24, A being the provider's octet.
 	Prefixes []netip.Prefix `yaml:"prefixes,omitempty" json:"prefixes,omitempty"`
 	Gateways []Gateway      `yaml:"gateways" json:"gateways"`
+	// Fabric says how the site's network treats Ethernet frames: empty for
+	// an ordinary LAN, FabricDropsUnknownMACs for a cloud fabric (AWS,
+	// OpenNebula) that drops frames whose source MAC is not the sending
+	// port's own. At such a site the hosts of a bridged network join it
+	// through neighbor tunnels to the gateway (fednet host join), and the
+	// network's MTU leaves room for them.
+	Fabric Fabric `yaml:"fabric,omitempty" json:"fabric,omitempty"`
 }
+
+// Fabric is a site's kind of LAN fabric.
+type Fabric string
+
+// Fabrics. The zero Fabric is an ordinary LAN that forwards any frame.
+const (
+	FabricDropsUnknownMACs Fabric = "dropsUnknownMACs"
+)
+
+// DropsUnknownMACs reports whether the site's fabric drops frames from
+// MAC addresses it did not assign, so bridged networks need neighbor
+// tunnels there.
+func (s *Site) DropsUnknownMACs() bool { return s.Fabric == FabricDropsUnknownMACs }
 
 // Gateway is the machine of a site that runs `fednet agent`.
 type Gateway struct {

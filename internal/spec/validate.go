@@ -139,6 +139,9 @@ func (c *checker) sites() siteIndex {
 			continue
 		}
 		c.uniqueName("sites", i, "site", s.Name, "aws-eu", sites)
+		if s.Fabric != "" && s.Fabric != FabricDropsUnknownMACs {
+			c.add(path+".fabric", "%q is not a fabric; want fabric: %s (a cloud fabric that drops frames from unknown MAC addresses), or leave fabric out for an ordinary LAN", s.Fabric, FabricDropsUnknownMACs)
+		}
 		if s.Index < 0 || s.Index > 255 {
 			c.add(path+".index", "%d is out of range; want 0..255 (the B of 10.A.B.0/24)", s.Index)
 		}
@@ -449,12 +452,14 @@ func (c *checker) subnet(path string, n *Network) {
 
 // portsPresent requires a bridgePorts entry for bridged network n on the
 // first gateway of every member site: that gateway joins the site's
-// segment to the network.
+// segment to the network. At a site whose fabric drops unknown MACs the
+// port is optional: the site's hosts join through neighbor tunnels, and
+// frames from other sites' MACs would not cross the fabric anyway.
 func (c *checker) portsPresent(n *Network, members []string, sites siteIndex) {
 	for _, name := range members {
 		i := sites[name]
 		s := &c.f.Sites[i]
-		if len(s.Gateways) == 0 {
+		if len(s.Gateways) == 0 || s.DropsUnknownMACs() {
 			continue
 		}
 		if _, ok := s.Gateways[0].BridgePorts[n.Name]; ok {
