@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +29,7 @@ Every namespace is named fnlab-<name>-..., so "fednet lab down" finds and
 removes everything, also after a crash. The lab never changes the addresses or
 routes of this machine itself. It needs root.`,
 	}
-	cmd.AddCommand(newLabUpCmd(), newLabDownCmd(), newLabStatusCmd(), newLabExecCmd(), newLabDemoCmd())
+	cmd.AddCommand(newLabUpCmd(), newLabDownCmd(), newLabStatusCmd(), newLabExecCmd(), newLabDemoCmd(), newLabImpairCmd())
 	return cmd
 }
 
@@ -57,6 +58,15 @@ func (f *labFlags) config() (lab.Config, error) {
 		return lab.Config{}, err
 	}
 	return lab.Config{Federation: fed, Name: f.name, HostsPerSite: f.hosts}, nil
+}
+
+// open opens the lab the flags name, built earlier from the same spec.
+func (f *labFlags) open(ctx context.Context) (*lab.Lab, error) {
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	return lab.Open(ctx, cfg)
 }
 
 func needRoot() error {
@@ -177,12 +187,8 @@ WireGuard control sockets, so "wg show" works there.`,
   fednet lab exec -f examples/three-sites.yaml aws-eu-h1 -- ping -c 3 10.5.0.2`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := lf.config()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			l, err := lab.Open(ctx, cfg)
+			l, err := lf.open(ctx)
 			if err != nil {
 				return err
 			}

@@ -319,6 +319,12 @@ func removeStateDir(dir string) error {
 	return nil
 }
 
+// rootNS is the namespace the program started in, read before any thread
+// joins a lab namespace: /proc/self/ns/net later names the main thread's
+// namespace, and the main thread may be one that inNamespace moved (Go
+// parks, rather than ends, a locked main thread whose goroutine exits).
+var rootNS, rootNSErr = statNS("/proc/self/ns/net")
+
 // nsHandle is an open lab namespace: its file and a netlink socket in it.
 type nsHandle struct {
 	ns netns.NsHandle
@@ -335,7 +341,7 @@ func openNS(name string) (*nsHandle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("namespace %s: %w", name, err)
 	}
-	if self, err := statNS("/proc/self/ns/net"); err != nil || self == id {
+	if rootNSErr != nil || rootNS == id {
 		return nil, fmt.Errorf("namespace %s is this process's own namespace; refusing to touch it", name)
 	}
 	ns, err := netns.GetFromName(name)

@@ -100,16 +100,6 @@ func ipJSON(t *testing.T, v any, args ...string) {
 	}
 }
 
-// alive reports whether pid runs and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return !strings.HasPrefix(rest, "Z")
-}
-
 func TestLab(t *testing.T) {
 	needRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -420,7 +410,7 @@ func TestLabDownAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pid := range pids {
-		if alive(pid) {
+		if running(pid) {
 			t.Errorf("process %d survived Down", pid)
 		}
 	}
