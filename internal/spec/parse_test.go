@@ -252,6 +252,8 @@ func TestAccepts(t *testing.T) {
 			"networks:\n", siteC+"networks:\n",
 			"endpoint: 198.51.100.2:51820", "behindNAT: true") +
 			"  - {name: m, id: 2, mode: routed, sites: [b, c]}\ntopology:\n  links:\n    - between: [a, b]\n      disabled: true\n"},
+		{"network relayed through a third site", edit(t, "networks:\n", siteC+"networks:\n") +
+			"topology:\n  links:\n    - between: [a, b]\n      disabled: true\n"},
 		{"no networks", strings.Split(base, "networks:\n")[0]},
 		{"largest network id", edit(t, "id: 1", "id: 16777215")},
 		{"hex network id", edit(t, "id: 1", "id: 0x10")},

@@ -418,7 +418,7 @@ func (c *checker) networks(sites siteIndex) {
 		}
 		switch n.Mode {
 		case Routed, Bridged:
-			c.directLinks(path, n, members, comp)
+			c.reachable(path, n, members, comp)
 		}
 		if n.Mode == Bridged {
 			c.portsPresent(n, members, sites)
@@ -516,33 +516,32 @@ func (c *checker) bridgePorts() {
 	}
 }
 
-// directLinks requires an enabled link between every two member sites of a
-// network, since neither routed nor bridged traffic is relayed through
-// third sites yet. Only disabled topology.links entries can break a mesh, so
-// those are what it looks at.
-func (c *checker) directLinks(path string, n *Network, members []string, comp map[string]int) {
-	in := map[string]bool{}
+// reachable requires every member site of a network to reach every other
+// over enabled links, directly or through other sites: the planner relays
+// routed traffic along the cheapest chain of links and bridged frames along
+// the network's relay tree (docs/topology.md), but it cannot cross a gap.
+func (c *checker) reachable(path string, n *Network, members []string, comp map[string]int) {
+	groups := map[int][]string{}
 	for _, m := range members {
-		in[m] = true
+		groups[comp[m]] = append(groups[comp[m]], m)
 	}
-	for k, l := range c.f.Topology.Links {
-		if !l.Disabled || len(l.Between) != 2 || l.Between[0] == l.Between[1] || !in[l.Between[0]] || !in[l.Between[1]] {
-			continue
-		}
-		a, b := l.Between[0], l.Between[1]
-		how := "they are not connected at all"
-		if ca, ok := comp[a]; ok && ca == comp[b] {
-			how = "they are connected only through other sites"
-		}
-		relay := "fednet does not relay routed traffic through a third site yet"
-		if n.Mode == Bridged {
-			relay = "bridged networks need a full mesh between their sites for now (relaying frames along a loop-free tree comes later)"
-		}
-		if !c.add(path+".sites", "sites %s and %s are both in network %s but their link is disabled (topology.links[%d], line %d) and %s; %s, so enable that link or take one of the sites out of the network",
-			a, b, n.Name, k, c.f.Line(fmt.Sprintf("topology.links[%d]", k)), how, relay) {
-			return
+	if len(groups) < 2 {
+		return
+	}
+	var largest []string
+	for _, g := range groups {
+		if len(g) > len(largest) || len(g) == len(largest) && g[0] < largest[0] {
+			largest = g
 		}
 	}
+	var cut []string
+	for _, m := range members {
+		if !slices.Contains(largest, m) {
+			cut = append(cut, m)
+		}
+	}
+	c.add(path+".sites", "member sites %s cannot reach member sites %s of network %s: topology.links disables every chain of links between them; enable a link between the two groups or take the sites out of the network",
+		strings.Join(cut, ", "), strings.Join(largest, ", "), n.Name)
 }
 
 // components labels every site with the connected component it belongs to
