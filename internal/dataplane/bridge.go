@@ -12,12 +12,13 @@ import (
 )
 
 // Bridged networks (plan.Bridge): per network a Linux bridge joining the
-// site segment's port and a VXLAN device whose frames go to the other member
-// gateways between transit addresses. Broadcast, unknown unicast and
-// multicast are replicated to every remote through all-zero FDB entries
-// ("bridge fdb append 00:00:00:00:00:00 dev fvx100 dst 10.255.0.2"); the
-// VXLAN device learns (MAC, remote) pairs from received frames, so known
-// unicast goes to one remote only.
+// site segment's port and the VXLAN devices whose frames go to other
+// gateways between transit addresses: one to every other member in a full
+// mesh, one per tree neighbor where frames are relayed. Broadcast, unknown
+// unicast and multicast are replicated to every remote of a device through
+// all-zero FDB entries ("bridge fdb append 00:00:00:00:00:00 dev fvx100 dst
+// 10.255.0.2"); the VXLAN device learns (MAC, remote) pairs from received
+// frames, so known unicast goes to one remote only.
 //
 // Ownership: fednet marks every bridge and VXLAN device it creates with the
 // interface alias "fednet:<network>" (IFLA_IFALIAS, `ip link show` prints
@@ -181,21 +182,35 @@ func diffBridges(cur State, p plan.Gateway) ([]op, error) {
 	}
 	want := slices.Clone(p.Bridges)
 	slices.SortFunc(want, func(a, b plan.Bridge) int { return a.VNI - b.VNI })
+	type wantedVXLAN struct {
+		bridge plan.Bridge
+		dev    plan.VXLAN
+	}
 	wantBridge := map[string]plan.Bridge{}
-	wantVXLAN := map[string]plan.Bridge{}
+	wantVXLAN := map[string]wantedVXLAN{}
+	skipped := map[string]bool{} // bridges left alone because of a foreign name
 	var apply []plan.Bridge
 	for _, b := range want {
-		if foreign[b.Name] || foreign[b.VXLAN] {
-			for _, n := range []string{b.Name, b.VXLAN} {
-				if foreign[n] {
-					errs = append(errs, fmt.Errorf("network %s: interface %s exists and is not fednet's (no alias %s...): fednet does not touch it; delete or rename it, or choose another name", b.Network, n, AliasPrefix))
-				}
+		wantBridge[b.Name] = b
+		for _, v := range b.VXLANs {
+			wantVXLAN[v.Name] = wantedVXLAN{b, v}
+		}
+		names := []string{b.Name}
+		for _, v := range b.VXLANs {
+			names = append(names, v.Name)
+		}
+		bad := false
+		for _, n := range names {
+			if foreign[n] {
+				bad = true
+				errs = append(errs, fmt.Errorf("network %s: interface %s exists and is not fednet's (no alias %s...): fednet does not touch it; delete or rename it, or choose another name", b.Network, n, AliasPrefix))
 			}
+		}
+		if bad {
 			// Leave fednet's own half of this network as it is.
-			wantBridge[b.Name], wantVXLAN[b.VXLAN] = b, b
+			skipped[b.Name] = true
 			continue
 		}
-		wantBridge[b.Name], wantVXLAN[b.VXLAN] = b, b
 		apply = append(apply, b)
 	}
 
@@ -212,8 +227,8 @@ func diffBridges(cur State, p plan.Gateway) ([]op, error) {
 	vxlans := map[string]*VXLANState{}
 	for _, v := range cur.VXLANs {
 		w, ok := wantVXLAN[v.Name]
-		skipped := ok && (foreign[w.Name] || foreign[w.VXLAN])
-		if !ok || !skipped && (v.VNI != w.VNI || v.Local != w.Local || v.UDPPort != w.UDPPort || !v.Learning) {
+		keep := ok && skipped[w.bridge.Name]
+		if !ok || !keep && (v.VNI != w.bridge.VNI || v.Local != w.dev.Local || v.UDPPort != w.dev.UDPPort || !v.Learning) {
 			ops = append(ops, l2Del{name: v.Name})
 			continue
 		}
@@ -226,13 +241,10 @@ func diffBridges(cur State, p plan.Gateway) ([]op, error) {
 
 	for _, b := range cur.Bridges {
 		br := bridges[b.Name]
-		if br == nil {
+		if br == nil || skipped[b.Name] {
 			continue
 		}
 		w := wantBridge[b.Name]
-		if foreign[w.Name] || foreign[w.VXLAN] {
-			continue
-		}
 		for _, port := range br.Ports {
 			if port != w.Port {
 				ops = append(ops, noMaster{dev: port})
@@ -248,21 +260,8 @@ func diffBridges(cur State, p plan.Gateway) ([]op, error) {
 		} else if br.Network != w.Network {
 			ops = append(ops, aliasSet{name: w.Name, network: w.Network})
 		}
-		v := vxlans[w.VXLAN]
-		if v == nil {
-			ops = append(ops, vxlanAdd{name: w.VXLAN, network: w.Network, vni: w.VNI, local: w.Local, port: w.UDPPort, mtu: w.MTU})
-			v = &VXLANState{Name: w.VXLAN, Network: w.Network, MTU: w.MTU}
-		} else if v.Network != w.Network {
-			ops = append(ops, aliasSet{name: w.VXLAN, network: w.Network})
-		}
-		if ls := (linkSet{name: w.VXLAN, up: !v.Up}); ls.up || v.MTU != w.MTU {
-			if v.MTU != w.MTU {
-				ls.mtu = w.MTU
-			}
-			ops = append(ops, ls)
-		}
-		if v.Master != w.Name {
-			ops = append(ops, masterSet{dev: w.VXLAN, master: w.Name})
+		for _, d := range w.VXLANs {
+			ops = append(ops, diffVXLAN(vxlans[d.Name], w, d)...)
 		}
 		if w.Port != "" && !slices.Contains(br.Ports, w.Port) {
 			ops = append(ops, masterSet{dev: w.Port, master: w.Name})
@@ -273,19 +272,49 @@ func diffBridges(cur State, p plan.Gateway) ([]op, error) {
 			}
 			ops = append(ops, ls)
 		}
-		remotes := canonicalAddrs(w.Remotes)
-		for _, r := range v.Remotes {
-			if !slices.Contains(remotes, r) {
-				ops = append(ops, fdbDel{dev: w.VXLAN, dst: r})
+		for _, d := range w.VXLANs {
+			v := vxlans[d.Name]
+			remotes := canonicalAddrs(d.Remotes)
+			var have []netip.Addr
+			if v != nil {
+				have = v.Remotes
 			}
-		}
-		for _, r := range remotes {
-			if !slices.Contains(v.Remotes, r) {
-				ops = append(ops, fdbAppend{dev: w.VXLAN, dst: r})
+			for _, r := range have {
+				if !slices.Contains(remotes, r) {
+					ops = append(ops, fdbDel{dev: d.Name, dst: r})
+				}
+			}
+			for _, r := range remotes {
+				if !slices.Contains(have, r) {
+					ops = append(ops, fdbAppend{dev: d.Name, dst: r})
+				}
 			}
 		}
 	}
 	return ops, errors.Join(errs...)
+}
+
+// diffVXLAN returns the ops that create or correct VXLAN device d of bridge
+// w (creation, alias, MTU and up, enslaving), given its current state v (nil
+// when it does not exist or is to be recreated).
+func diffVXLAN(v *VXLANState, w plan.Bridge, d plan.VXLAN) []op {
+	var ops []op
+	if v == nil {
+		ops = append(ops, vxlanAdd{name: d.Name, network: w.Network, vni: w.VNI, local: d.Local, port: d.UDPPort, mtu: w.MTU})
+		v = &VXLANState{Name: d.Name, Network: w.Network, MTU: w.MTU}
+	} else if v.Network != w.Network {
+		ops = append(ops, aliasSet{name: d.Name, network: w.Network})
+	}
+	if ls := (linkSet{name: d.Name, up: !v.Up}); ls.up || v.MTU != w.MTU {
+		if v.MTU != w.MTU {
+			ls.mtu = w.MTU
+		}
+		ops = append(ops, ls)
+	}
+	if v.Master != w.Name {
+		ops = append(ops, masterSet{dev: d.Name, master: w.Name})
+	}
+	return ops
 }
 
 // downBridges returns the ops that delete every bridge and VXLAN device
@@ -428,28 +457,21 @@ func validateBridges(p plan.Gateway) []error {
 		fail := func(f, format string, args ...any) {
 			errs = append(errs, fmt.Errorf("network %q: %s %s", b.Network, field(f), fmt.Sprintf(format, args...)))
 		}
+		uniqueName := func(f, name string) {
+			if err := validInterfaceName(name); err != nil {
+				fail(f, "is not valid: %v", err)
+			} else if prev, dup := names[name]; dup {
+				fail(f, "%s: interface %s is also %s", name, name, prev)
+			} else {
+				names[name] = field(f)
+			}
+		}
 		if b.Network == "" {
 			fail("network", "is empty")
 		}
-		for _, n := range []struct{ field, name string }{{"name", b.Name}, {"vxlan", b.VXLAN}} {
-			if err := validInterfaceName(n.name); err != nil {
-				fail(n.field, "is not valid: %v", err)
-				continue
-			}
-			if prev, dup := names[n.name]; dup {
-				fail(n.field, "%s: interface %s is also %s", n.name, n.name, prev)
-				continue
-			}
-			names[n.name] = field(n.field)
-		}
+		uniqueName("name", b.Name)
 		if b.Port != "" {
-			if err := validInterfaceName(b.Port); err != nil {
-				fail("port", "is not valid: %v", err)
-			} else if prev, dup := names[b.Port]; dup {
-				fail("port", "%s: interface %s is also %s", b.Port, b.Port, prev)
-			} else {
-				names[b.Port] = field("port")
-			}
+			uniqueName("port", b.Port)
 		}
 		if b.VNI < 1 || b.VNI > 1<<24-1 {
 			fail("vni", "%d is out of range 1-16777215", b.VNI)
@@ -458,24 +480,33 @@ func validateBridges(p plan.Gateway) []error {
 		} else {
 			vnis[b.VNI] = i
 		}
-		if !b.Local.IsValid() {
-			fail("local", "is not a valid address")
-		}
-		for _, r := range b.Remotes {
-			switch {
-			case !r.IsValid():
-				fail("remotes", "has an address that is not valid")
-			case r.Unmap() == b.Local.Unmap():
-				fail("remotes", "%s is the local address", r)
-			case b.Local.IsValid() && r.Unmap().Is4() != b.Local.Unmap().Is4():
-				fail("remotes", "%s is not of the local address's family (%s)", r, b.Local)
-			}
-		}
 		if b.MTU < 576 || b.MTU > 65535 {
 			fail("mtu", "%d is out of range 576-65535", b.MTU)
 		}
-		if b.UDPPort < 1 || b.UDPPort > 65535 {
-			fail("udpPort", "%d is out of range 1-65535 (VXLAN uses 4789)", b.UDPPort)
+		ports := map[int]int{}
+		for k, v := range b.VXLANs {
+			vf := "vxlans[" + strconv.Itoa(k) + "]."
+			uniqueName(vf+"name", v.Name)
+			if !v.Local.IsValid() {
+				fail(vf+"local", "is not a valid address")
+			}
+			for _, r := range v.Remotes {
+				switch {
+				case !r.IsValid():
+					fail(vf+"remotes", "has an address that is not valid")
+				case r.Unmap() == v.Local.Unmap():
+					fail(vf+"remotes", "%s is the local address", r)
+				case v.Local.IsValid() && r.Unmap().Is4() != v.Local.Unmap().Is4():
+					fail(vf+"remotes", "%s is not of the local address's family (%s)", r, v.Local)
+				}
+			}
+			if v.UDPPort < 1 || v.UDPPort > 65535 {
+				fail(vf+"udpPort", "%d is out of range 1-65535 (VXLAN uses 4789)", v.UDPPort)
+			} else if j, dup := ports[v.UDPPort]; dup {
+				fail(vf+"udpPort", "%d is also the port of vxlans[%d]: Linux allows one VXLAN device per VNI and port", v.UDPPort, j)
+			} else {
+				ports[v.UDPPort] = k
+			}
 		}
 	}
 	return errs

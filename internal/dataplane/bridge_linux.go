@@ -23,7 +23,10 @@ func readBridges(s *State, want []plan.Bridge) error {
 	}
 	named := map[string]bool{}
 	for _, b := range want {
-		named[b.Name], named[b.VXLAN] = true, true
+		named[b.Name] = true
+		for _, v := range b.VXLANs {
+			named[v.Name] = true
+		}
 	}
 	names := map[int]string{}
 	for _, l := range links {

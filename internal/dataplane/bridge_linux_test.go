@@ -210,8 +210,8 @@ func bridgePhase(t *testing.T, phase string) {
 	pa, pb := twoGatewayPlans(ka, kb)
 	lan := func(p *plan.Gateway, self, other string) {
 		p.Bridges = []plan.Bridge{{
-			Network: "lan", VNI: 100, Name: "fbr100", VXLAN: "fvx100", Port: "eth1",
-			Local: netip.MustParseAddr(self), Remotes: addrs(other), MTU: 1370, UDPPort: 4789,
+			Network: "lan", VNI: 100, Name: "fbr100", Port: "eth1", MTU: 1370,
+			VXLANs: []plan.VXLAN{{Name: "fvx100", Local: netip.MustParseAddr(self), Remotes: addrs(other), UDPPort: 4789, To: "members"}},
 		}}
 	}
 	lan(&pa, "10.255.0.1", "10.255.0.2")

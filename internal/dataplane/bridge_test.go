@@ -25,9 +25,9 @@ func addrs(s ...string) []netip.Addr {
 func bridged() plan.Gateway {
 	p := planA()
 	p.Bridges = []plan.Bridge{{
-		Network: "lan", VNI: 100, Name: "fbr100", VXLAN: "fvx100", Port: "eth1",
-		Local: netip.MustParseAddr("10.255.0.1"), Remotes: addrs("10.255.0.2", "10.255.0.3"),
-		MTU: 1370, UDPPort: 4789,
+		Network: "lan", VNI: 100, Name: "fbr100", Port: "eth1", MTU: 1370,
+		VXLANs: []plan.VXLAN{{Name: "fvx100", Local: netip.MustParseAddr("10.255.0.1"),
+			Remotes: addrs("10.255.0.2", "10.255.0.3"), UDPPort: 4789, To: "members"}},
 	}}
 	return p
 }
@@ -36,9 +36,9 @@ func bridged() plan.Gateway {
 func twoBridged() plan.Gateway {
 	p := bridged()
 	p.Bridges = append(p.Bridges, plan.Bridge{
-		Network: "lab", VNI: 200, Name: "fbr200", VXLAN: "fvx200", Port: "eth2",
-		Local: netip.MustParseAddr("10.255.0.1"), Remotes: addrs("10.255.0.3"),
-		MTU: 1370, UDPPort: 4789,
+		Network: "lab", VNI: 200, Name: "fbr200", Port: "eth2", MTU: 1370,
+		VXLANs: []plan.VXLAN{{Name: "fvx200", Local: netip.MustParseAddr("10.255.0.1"),
+			Remotes: addrs("10.255.0.3"), UDPPort: 4789, To: "members"}},
 	})
 	return p
 }
@@ -48,7 +48,7 @@ var bridgePlans = map[string]func() plan.Gateway{
 	"1-add": bridged,
 	"2-remotes": func() plan.Gateway { // c leaves, d joins
 		p := bridged()
-		p.Bridges[0].Remotes = addrs("10.255.0.2", "10.255.0.4")
+		p.Bridges[0].VXLANs[0].Remotes = addrs("10.255.0.2", "10.255.0.4")
 		return p
 	},
 	"3-mtu": func() plan.Gateway {
@@ -74,6 +74,25 @@ var bridgePlans = map[string]func() plan.Gateway{
 		return p
 	},
 	"8-none": planA,
+	"9-tree": func() plan.Gateway { // lan relays along a tree: one device per neighbor
+		p := bridged()
+		local := p.Bridges[0].VXLANs[0].Local
+		p.Bridges[0].VXLANs = []plan.VXLAN{
+			{Name: "fvx100-0", Local: local, Remotes: addrs("10.255.0.2"), UDPPort: 4790, To: "b"},
+			{Name: "fvx100-1", Local: local, Remotes: addrs("10.255.0.3"), UDPPort: 4791, To: "c"},
+		}
+		return p
+	},
+	"9-tree-relay": func() plan.Gateway { // a relays for lan without a port of its own
+		p := bridged()
+		local := p.Bridges[0].VXLANs[0].Local
+		p.Bridges[0].Port, p.Bridges[0].Relay = "", true
+		p.Bridges[0].VXLANs = []plan.VXLAN{
+			{Name: "fvx100-0", Local: local, Remotes: addrs("10.255.0.2"), UDPPort: 4790, To: "b"},
+			{Name: "fvx100-2", Local: local, Remotes: addrs("10.255.0.4"), UDPPort: 4792, To: "d"},
+		}
+		return p
+	},
 }
 
 func TestFakeBridgeTransitions(t *testing.T) {

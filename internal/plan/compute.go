@@ -46,13 +46,15 @@ func Compute(f *spec.Federation, in Inputs) ([]Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt := computeRouting(f, in.Removed)
+	colors := edgeColors(f)
 	var out []Gateway
 	for si := range f.Sites {
 		for gi := range f.Sites[si].Gateways {
 			if in.Removed[f.Sites[si].Gateways[gi].Name] {
 				continue
 			}
-			g, err := gatewayPlan(f, keys, in.Removed, si, gi)
+			g, err := gatewayPlan(f, keys, in.Removed, rt, colors, si, gi)
 			if err != nil {
 				return nil, err
 			}
@@ -103,14 +105,14 @@ func publicKeys(f *spec.Federation, in Inputs) (map[string]Key, error) {
 	return keys, nil
 }
 
-func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]bool, si, gi int) (Gateway, error) {
+func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]bool, rt routing, colors map[Edge]int, si, gi int) (g Gateway, err error) {
 	site := f.Sites[si]
 	self := site.Gateways[gi]
 	if !self.TransitAddress.IsValid() {
 		return Gateway{}, fmt.Errorf("gateway %s has no transit address; was the spec parsed with spec.Parse?", self.Name)
 	}
 	ov := f.Overlay
-	g := Gateway{
+	g = Gateway{
 		Federation: f.Name,
 		Name:       self.Name,
 		Site:       site.Name,
@@ -132,12 +134,20 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 		},
 	}
 
-	flows := map[[2]netip.Prefix]string{}
+	// Each destination site's prefixes go to the first gateway of the next
+	// site on the way (the site itself when the link is direct): WireGuard
+	// routes each prefix to exactly one peer. Further gateways carry their
+	// transit address until failover is planned.
+	via := map[string][]netip.Prefix{}
+	for dst, next := range rt.next[site.Name] {
+		if d, ok := f.Site(dst); ok {
+			via[next] = append(via[next], d.Prefixes...)
+		}
+	}
 	for ti, remote := range f.Sites {
 		if ti == si || !f.LinkEnabled(site.Name, remote.Name) {
 			continue
 		}
-		shared := sharedRoutedNetworks(f, site.Name, remote.Name)
 		for hi, h := range remote.Gateways {
 			if removed[h.Name] {
 				continue
@@ -152,24 +162,42 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 			if self.BehindNAT || h.BehindNAT {
 				p.PersistentKeepalive = KeepaliveNAT
 			}
-			// The site's prefixes go to its first gateway only: WireGuard
-			// routes each prefix to exactly one peer. Further gateways carry
-			// their transit address until failover is planned.
-			if hi == 0 && len(shared) > 0 {
-				for _, pfx := range sortedPrefixes(remote.Prefixes) {
+			if hi == 0 {
+				for _, pfx := range sortedPrefixes(via[remote.Name]) {
 					p.AllowedIPs = append(p.AllowedIPs, pfx)
 					g.Routes = append(g.Routes, Route{Destination: pfx, Device: ov.Interface, Via: h.Name})
-					for _, local := range site.Prefixes {
-						for _, n := range shared {
-							addFlow(flows, local.Masked(), pfx, n)
-							addFlow(flows, pfx, local.Masked(), n)
-						}
-					}
 				}
 			}
 			slices.SortFunc(p.AllowedIPs, comparePrefix)
 			g.Peers = append(g.Peers, p)
 		}
+	}
+
+	// Forwarded flows: between the site and every site it shares a routed
+	// network with, and between the pairs it relays for.
+	flows := map[[2]netip.Prefix]string{}
+	allow := func(from, to *spec.Site, networks []string) {
+		for _, src := range from.Prefixes {
+			for _, dst := range to.Prefixes {
+				for _, n := range networks {
+					addFlow(flows, src.Masked(), dst.Masked(), n)
+				}
+			}
+		}
+	}
+	for ti, remote := range f.Sites {
+		if _, routed := rt.next[site.Name][remote.Name]; ti == si || !routed {
+			continue
+		}
+		if shared := sharedRoutedNetworks(f, site.Name, remote.Name); len(shared) > 0 {
+			allow(&f.Sites[si], &f.Sites[ti], shared)
+			allow(&f.Sites[ti], &f.Sites[si], shared)
+		}
+	}
+	for _, p := range rt.relayed[site.Name] {
+		from, _ := f.Site(p.from)
+		to, _ := f.Site(p.to)
+		allow(from, to, p.networks)
 	}
 	slices.SortFunc(g.Peers, func(a, b Peer) int { return cmp.Compare(a.Gateway, b.Gateway) })
 	slices.SortFunc(g.Routes, func(a, b Route) int { return comparePrefix(a.Destination, b.Destination) })
@@ -187,7 +215,10 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 	g.Interface.MTU, g.Interface.MTUReason = gatewayTunnelMTU(f, removed, si, gi)
 	g.Firewall.MSS = g.Interface.MTU - ipv4Header - tcpHeader
 	if gi == 0 {
-		g.Bridges = bridges(f, removed, si)
+		g.Bridges, err = bridges(f, removed, colors, si)
+		if err != nil {
+			return Gateway{}, err
+		}
 	}
 	return g, nil
 }
@@ -195,51 +226,122 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 // VXLANPort is the UDP port of the bridged networks' VXLAN (IANA's).
 const VXLANPort = 4789
 
+// RelayPortBase plus a relay tree link's number (edgeColors) is the UDP
+// port of the VXLAN devices on that link.
+// Neighbor tunnels use the ports below it (NeighborPortBase...).
+const RelayPortBase = NeighborPortBase + MaxNeighborSlots
+
+// maxRelayPorts bounds the relay tree link numbers, and with them the
+// ports RelayPortBase... and the two digits of a device name's suffix.
+const maxRelayPorts = 100
+
 // bridges returns the bridges of the first gateway of f.Sites[si], one per
-// bridged network of the site, sorted by VNI. Only first gateways join
-// bridged networks, as only they carry routed prefixes. Frames are
-// replicated to the first gateway of every other member site (the spec
-// requires a direct link between every two member sites), and every member
-// gets the same MTU, computed from the smallest tunnel MTU among them: an
-// Ethernet segment needs one MTU.
-func bridges(f *spec.Federation, removed map[string]bool, si int) []Bridge {
+// bridged network the site is a member of or relays for, sorted by VNI.
+// Only first gateways join bridged networks, as only they carry routed
+// prefixes.
+//
+// When every two member sites have a link, the bridge has one VXLAN device
+// that replicates frames to the first gateway of every other member. Else
+// the frames follow the network's relay tree (NetworkTree): one device per
+// tree neighbor, on the port of that tree link, and the Linux bridge
+// forwards between them (it never sends a frame back out of the port it
+// came in by, and a tree has no loop, so no frame is seen twice). Every
+// gateway of a network gets the same MTU, from the smallest tunnel MTU
+// among the sites that carry it: an Ethernet segment needs one MTU.
+func bridges(f *spec.Federation, removed map[string]bool, colors map[Edge]int, si int) ([]Bridge, error) {
 	site := f.Sites[si]
 	self := site.Gateways[0]
+	up := func(s *spec.Site) bool { return len(s.Gateways) > 0 && !removed[s.Gateways[0].Name] }
 	var out []Bridge
 	for _, n := range f.Networks {
-		if n.Mode != spec.Bridged || !slices.Contains(n.Sites, site.Name) {
+		if n.Mode != spec.Bridged {
 			continue
+		}
+		var members []string
+		for _, s := range f.Sites {
+			if slices.Contains(n.Sites, s.Name) && up(&s) {
+				members = append(members, s.Name)
+			}
+		}
+		mesh := true
+		for i, a := range members {
+			for _, b := range members[i+1:] {
+				mesh = mesh && f.LinkEnabled(a, b)
+			}
+		}
+		var carriers []string // the sites whose tunnel MTU bounds the network's
+		var tunnels []VXLAN
+		relay := false
+		if mesh {
+			if !slices.Contains(members, site.Name) {
+				continue
+			}
+			carriers = members
+			v := VXLAN{Name: fmt.Sprintf("fvx%d", n.ID), Local: self.TransitAddress, UDPPort: VXLANPort, Remotes: []netip.Addr{}, To: "members"}
+			for _, m := range members {
+				if s, _ := f.Site(m); m != site.Name {
+					v.Remotes = append(v.Remotes, s.Gateways[0].TransitAddress)
+				}
+			}
+			slices.SortFunc(v.Remotes, netip.Addr.Compare)
+			tunnels = append(tunnels, v)
+		} else {
+			t, err := NetworkTree(f, n.Name)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(t.Members, site.Name) && !slices.Contains(t.Relays, site.Name) {
+				continue
+			}
+			relay = !slices.Contains(t.Members, site.Name)
+			carriers = append(slices.Clone(t.Members), t.Relays...)
+			for _, e := range t.Edges {
+				if e.A != site.Name && e.B != site.Name {
+					continue
+				}
+				nb, _ := f.Site(other(e, site.Name))
+				if !up(nb) {
+					continue // a removed gateway cuts the tree until the spec changes
+				}
+				c := colors[Edge{A: e.A, B: e.B}]
+				if c >= maxRelayPorts {
+					return nil, fmt.Errorf("network %s: site %s has more than %d relay tree links; fednet numbers at most %d per site", n.Name, site.Name, maxRelayPorts, maxRelayPorts)
+				}
+				tunnels = append(tunnels, VXLAN{
+					Name: fmt.Sprintf("fvx%d-%d", n.ID, c), Local: self.TransitAddress, UDPPort: RelayPortBase + c,
+					Remotes: []netip.Addr{nb.Gateways[0].TransitAddress}, To: nb.Name,
+				})
+			}
+			slices.SortFunc(tunnels, func(a, b VXLAN) int { return cmp.Compare(a.Name, b.Name) })
+		}
+		tunnel := 0
+		var segs []Segment
+		for ti, s := range f.Sites {
+			if !slices.Contains(carriers, s.Name) || !up(&s) {
+				continue
+			}
+			if slices.Contains(members, s.Name) {
+				segs = append(segs, Segment{Site: s.Name, Neighbors: neighborFamily(&f.Sites[ti])})
+			}
+			if mtu, _ := gatewayTunnelMTU(f, removed, ti, 0); tunnel == 0 || mtu < tunnel {
+				tunnel = mtu
+			}
 		}
 		b := Bridge{
 			Network: n.Name,
 			VNI:     n.ID,
 			Name:    fmt.Sprintf("fbr%d", n.ID),
-			VXLAN:   fmt.Sprintf("fvx%d", n.ID),
-			Port:    self.BridgePorts[n.Name],
-			Local:   self.TransitAddress,
-			Remotes: []netip.Addr{},
-			UDPPort: VXLANPort,
+			Relay:   relay,
+			VXLANs:  tunnels,
 		}
-		tunnel := 0
-		var segs []Segment
-		for ti, s := range f.Sites {
-			if !slices.Contains(n.Sites, s.Name) || len(s.Gateways) == 0 || removed[s.Gateways[0].Name] {
-				continue
-			}
-			segs = append(segs, Segment{Site: s.Name, Neighbors: neighborFamily(&f.Sites[ti])})
-			if mtu, _ := gatewayTunnelMTU(f, removed, ti, 0); tunnel == 0 || mtu < tunnel {
-				tunnel = mtu
-			}
-			if ti != si {
-				b.Remotes = append(b.Remotes, s.Gateways[0].TransitAddress)
-			}
+		if !relay {
+			b.Port = self.BridgePorts[n.Name]
 		}
-		slices.SortFunc(b.Remotes, netip.Addr.Compare)
 		b.MTU, b.MTUReason = NetworkMTU(tunnel, MTUInputs{Bridged: true, Segments: segs})
 		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b Bridge) int { return cmp.Compare(a.VNI, b.VNI) })
-	return out
+	return out, nil
 }
 
 // gatewayTunnelMTU is the MTU of the WireGuard interface of gateway gi of

@@ -167,7 +167,8 @@ func TestSemantics(t *testing.T) {
 		t.Errorf("aws-eu's peer edge-1 allowed %v, want 10.6.16.0/20 and its transit address", p.AllowedIPs)
 	}
 	// Every route goes to a peer whose allowed IPs carry it, and every
-	// forwarded flow has the local site on one side.
+	// forwarded flow has the local site on one side or is relayed: the
+	// gateway routes both of its sides into the tunnel.
 	for _, g := range gws {
 		ps := map[string]plan.Peer{}
 		for _, p := range g.Peers {
@@ -182,14 +183,30 @@ func TestSemantics(t *testing.T) {
 				t.Errorf("%s: route %s via %s not in the peer's allowed IPs", g.Name, r.Destination, r.Via)
 			}
 		}
+		routed := map[netip.Prefix]bool{}
+		for _, r := range g.Routes {
+			routed[r.Destination] = true
+		}
 		for _, fl := range g.Firewall.Flows {
 			local := false
 			for _, l := range g.Firewall.Local {
 				local = local || l == fl.Source || l == fl.Destination
 			}
-			if !local {
-				t.Errorf("%s: flow %s -> %s does not touch the local site", g.Name, fl.Source, fl.Destination)
+			if !local && !(routed[fl.Source] && routed[fl.Destination]) {
+				t.Errorf("%s: flow %s -> %s neither touches the local site nor is relayed", g.Name, fl.Source, fl.Destination)
 			}
+		}
+	}
+	// Link cost: aws-eu–hel1 costs 10, so their traffic takes aws-us
+	// (1 + 1) and aws-us forwards it from tunnel to tunnel.
+	for _, tc := range []struct{ gw, dst, via string }{
+		{"aws-eu-gw", "10.7.0.0/24", "aws-us-gw"},
+		{"hel1-gw", "10.1.0.0/24", "aws-us-gw"},
+		{"aws-us-gw", "10.7.0.0/24", "hel1-gw"},
+		{"aws-us-gw", "10.1.0.0/24", "aws-eu-gw"},
+	} {
+		if !slices.ContainsFunc(m[tc.gw].Routes, func(r plan.Route) bool { return r.Destination.String() == tc.dst && r.Via == tc.via }) {
+			t.Errorf("%s: no route to %s via %s; routes %v", tc.gw, tc.dst, tc.via, m[tc.gw].Routes)
 		}
 	}
 	// MTU: edge-1 has a DNS endpoint, so its links may run over IPv6.
@@ -231,10 +248,14 @@ func TestBridged(t *testing.T) {
 			}
 		}
 		slices.SortFunc(want, netip.Addr.Compare)
-		if !slices.Equal(b.Remotes, want) {
-			t.Errorf("%s floods to %v, want the other members %v", g.Name, b.Remotes, want)
+		if len(b.VXLANs) != 1 {
+			t.Fatalf("%s: bridge %+v, want one VXLAN device (full mesh)", g.Name, b)
 		}
-		if b.Network != "lan" || b.VNI != 200 || b.Name != "fbr200" || b.VXLAN != "fvx200" || b.Port != "b1" || b.UDPPort != 4789 || b.Local != transit[g.Name] {
+		v := b.VXLANs[0]
+		if !slices.Equal(v.Remotes, want) {
+			t.Errorf("%s floods to %v, want the other members %v", g.Name, v.Remotes, want)
+		}
+		if b.Network != "lan" || b.VNI != 200 || b.Name != "fbr200" || v.Name != "fvx200" || b.Port != "b1" || v.UDPPort != 4789 || v.Local != transit[g.Name] || b.Relay {
 			t.Errorf("%s: bridge %+v", g.Name, b)
 		}
 		if mtu == 0 {
@@ -279,7 +300,7 @@ func TestBridgedMembers(t *testing.T) {
 	// aws-gw2's IPv6 endpoint makes every tunnel 1420 but its own: the
 	// segment takes the smallest, 1420 - 50.
 	for _, name := range []string{"aws-gw", "azure-gw"} {
-		if b := m[name].Bridges; len(b) != 1 || b[0].MTU != 1370 || len(b[0].Remotes) != 1 {
+		if b := m[name].Bridges; len(b) != 1 || b[0].MTU != 1370 || len(b[0].VXLANs) != 1 || len(b[0].VXLANs[0].Remotes) != 1 {
 			t.Errorf("%s bridges %+v, want one with MTU 1370 and one remote", name, b)
 		}
 	}
@@ -289,7 +310,7 @@ func TestBridgedMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := byName(gws)["aws-gw"].Bridges; len(b) != 1 || len(b[0].Remotes) != 0 {
+	if b := byName(gws)["aws-gw"].Bridges; len(b) != 1 || len(b[0].VXLANs) != 1 || len(b[0].VXLANs[0].Remotes) != 0 {
 		t.Errorf("aws-gw bridges %+v, want one flooding to nobody (azure-gw removed)", b)
 	}
 }

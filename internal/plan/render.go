@@ -44,18 +44,24 @@ func (g Gateway) String() string {
 		if port == "" {
 			port = "(none)"
 		}
-		remotes := make([]string, len(br.Remotes))
-		for i, a := range br.Remotes {
-			remotes[i] = a.String()
+		role := ""
+		if br.Relay {
+			role = ", relay only"
 		}
-		flood := strings.Join(remotes, ", ")
-		if flood == "" {
-			flood = "(no other member)"
-		}
-		fmt.Fprintf(&b, "  bridge %s (network %s, vni %d) vxlan %s port %s mtu %d flood-to %s\n",
-			br.Name, br.Network, br.VNI, br.VXLAN, port, br.MTU, flood)
+		fmt.Fprintf(&b, "  bridge %s (network %s, vni %d%s) port %s mtu %d\n", br.Name, br.Network, br.VNI, role, port, br.MTU)
 		if br.MTUReason != "" {
 			fmt.Fprintf(&b, "    mtu: %s\n", br.MTUReason)
+		}
+		for _, v := range br.VXLANs {
+			remotes := make([]string, len(v.Remotes))
+			for i, a := range v.Remotes {
+				remotes[i] = a.String()
+			}
+			flood := strings.Join(remotes, ", ")
+			if flood == "" {
+				flood = "(no other member)"
+			}
+			fmt.Fprintf(&b, "    vxlan %s port %d to %s flood-to %s\n", v.Name, v.UDPPort, v.To, flood)
 		}
 		for _, n := range br.Neighbors {
 			fmt.Fprintf(&b, "    neighbor %s vxlan %s local %s remote %s udp %d\n", n.Host, n.VXLAN, n.Local, n.Remote, n.UDPPort)

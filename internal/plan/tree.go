@@ -122,41 +122,14 @@ func NetworkTree(f *spec.Federation, network string) (Tree, error) {
 		return Tree{}, fmt.Errorf("network %s has no member sites", network)
 	}
 
-	var sites []string
-	for _, s := range f.Sites {
-		sites = append(sites, s.Name)
-	}
-	slices.Sort(sites)
-	sites = slices.Compact(sites)
+	sites := siteNames(f)
 	for _, m := range members {
 		if _, ok := slices.BinarySearch(sites, m); !ok {
 			return Tree{}, fmt.Errorf("network %s: member site %q is not a site of federation %q", network, m, f.Name)
 		}
 	}
 
-	// Kruskal over every enabled link.
-	var links []Edge
-	for i, a := range sites {
-		for _, b := range sites[i+1:] {
-			if f.LinkEnabled(a, b) {
-				links = append(links, Edge{A: a, B: b, Cost: f.LinkCost(a, b)})
-			}
-		}
-	}
-	slices.SortFunc(links, func(x, y Edge) int {
-		if c := cmp.Compare(x.Cost, y.Cost); c != 0 {
-			return c
-		}
-		return compareEdge(x, y)
-	})
-	uf := newUnionFind(sites)
-	adj := map[string][]Edge{}
-	for _, e := range links {
-		if uf.union(e.A, e.B) {
-			adj[e.A] = append(adj[e.A], e)
-			adj[e.B] = append(adj[e.B], e)
-		}
-	}
+	adj, uf := spanningForest(f, sites)
 
 	// Every member must be in one tree of the forest.
 	groups := map[string][]string{}
@@ -242,6 +215,93 @@ func NetworkTree(f *spec.Federation, network string) (Tree, error) {
 		}
 	}
 	return t, nil
+}
+
+// spanningForest is Kruskal's minimum spanning forest over the enabled links
+// between sites (sorted, unique names): edges taken in order of cost, then of
+// the smaller site name, then of the larger. It returns each site's forest
+// edges and the union-find of the forest's trees.
+func spanningForest(f *spec.Federation, sites []string) (map[string][]Edge, unionFind) {
+	var links []Edge
+	for i, a := range sites {
+		for _, b := range sites[i+1:] {
+			if f.LinkEnabled(a, b) {
+				links = append(links, Edge{A: a, B: b, Cost: f.LinkCost(a, b)})
+			}
+		}
+	}
+	slices.SortFunc(links, func(x, y Edge) int {
+		if c := cmp.Compare(x.Cost, y.Cost); c != 0 {
+			return c
+		}
+		return compareEdge(x, y)
+	})
+	uf := newUnionFind(sites)
+	adj := map[string][]Edge{}
+	for _, e := range links {
+		if uf.union(e.A, e.B) {
+			adj[e.A] = append(adj[e.A], e)
+			adj[e.B] = append(adj[e.B], e)
+		}
+	}
+	return adj, uf
+}
+
+// edgeColors numbers the edges of f's spanning forest so that no two edges
+// at one site share a number (a proper edge colouring, which a tree always
+// has with as many numbers as its largest degree). Each tree is walked from
+// its smallest site; a site's child edges, by child name, take the smallest
+// numbers its parent edge does not use. A relay tree link's VXLAN devices
+// use RelayPortBase plus the number as UDP port: Linux refuses two devices
+// with one VNI and one port, and every relay tree is a subtree of this
+// forest, so a site's devices of one network never collide.
+func edgeColors(f *spec.Federation) map[Edge]int {
+	sites := siteNames(f)
+	adj, _ := spanningForest(f, sites)
+	colors := map[Edge]int{}
+	seen := map[string]bool{}
+	for _, root := range sites {
+		if seen[root] {
+			continue
+		}
+		seen[root] = true
+		type item struct {
+			site   string
+			parent int // colour of the edge to the parent, -1 at the root
+		}
+		stack := []item{{root, -1}}
+		for len(stack) > 0 {
+			it := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			edges := slices.Clone(adj[it.site])
+			slices.SortFunc(edges, func(x, y Edge) int { return cmp.Compare(other(x, it.site), other(y, it.site)) })
+			next := 0
+			for _, e := range edges {
+				o := other(e, it.site)
+				if seen[o] {
+					continue
+				}
+				seen[o] = true
+				if next == it.parent {
+					next++
+				}
+				colors[Edge{A: e.A, B: e.B}] = next
+				stack = append(stack, item{o, next})
+				next++
+			}
+		}
+	}
+	return colors
+}
+
+// siteNames returns the names of f's sites, sorted and unique.
+func siteNames(f *spec.Federation) []string {
+	var sites []string
+	for _, s := range f.Sites {
+		sites = append(sites, s.Name)
+	}
+	slices.Sort(sites)
+	return slices.Compact(sites)
 }
 
 // treeParents walks the tree (edges adj, nodes in) from root and returns

@@ -75,35 +75,58 @@ type Gateway struct {
 }
 
 // Bridge is one bridged network on a gateway: a Linux bridge joining the
-// site segment's port and a VXLAN device that carries the network's frames
-// to the other member gateways, between transit addresses, inside the
-// tunnels. Broadcast, unknown unicast and multicast go to every Remote
-// (head-end replication); MAC learning keeps unicast direct.
+// site segment's port and the VXLAN devices that carry the network's frames
+// to other gateways, between transit addresses, inside the tunnels.
+//
+// Where every two member sites have a link (the common case) the bridge has
+// one VXLAN device that replicates broadcast, unknown unicast and multicast
+// to every other member (head-end replication); MAC learning keeps unicast
+// direct. Where links are missing, frames travel along the network's relay
+// tree (NetworkTree): one VXLAN device per tree neighbor, so the bridge
+// forwards from one neighbor to the next, and a relay site that is not a
+// member gets a bridge without a port.
 type Bridge struct {
 	Network string `json:"network"`
 	// VNI is the network id.
 	VNI int `json:"vni"`
-	// Name is the bridge interface, VXLAN the VXLAN interface (both at
-	// most 15 bytes).
-	Name  string `json:"name"`
-	VXLAN string `json:"vxlan"`
+	// Name is the bridge interface (at most 15 bytes).
+	Name string `json:"name"`
 	// Port is the gateway's interface on the site segment, enslaved to the
-	// bridge; empty for none.
+	// bridge; empty for none (and always on a relay).
 	Port string `json:"port,omitempty"`
-	// Local is this gateway's transit address (the VXLAN source).
-	Local netip.Addr `json:"local"`
-	// Remotes are the transit addresses frames are replicated to, sorted.
-	Remotes []netip.Addr `json:"remotes"`
-	// MTU is set on the bridge and the VXLAN device (and on the neighbor
-	// tunnels' devices, at both ends); MTUReason shows the computation.
+	// Relay is true on a site that is not a member of the network and
+	// only forwards its frames between tree neighbors.
+	Relay bool `json:"relay,omitempty"`
+	// MTU is set on the bridge and every VXLAN device: one figure for the
+	// whole network, MTUReason says how it was computed.
 	MTU       int    `json:"mtu"`
 	MTUReason string `json:"mtuReason,omitempty"`
-	// UDPPort is the VXLAN UDP destination port (4789).
-	UDPPort int `json:"udpPort"`
+	// VXLANs are the bridge's VXLAN devices to other gateways, sorted by
+	// name.
+	VXLANs []VXLAN `json:"vxlans"`
 	// Neighbors are the neighbor tunnels of the network's hosts at this
 	// site, sorted by UDP port; only at sites whose fabric drops unknown
-	// MACs.
+	// MACs. Their devices get MTU too, at both ends.
 	Neighbors []Neighbor `json:"neighbors,omitempty"`
+}
+
+// VXLAN is one VXLAN device of a bridged network, enslaved to its bridge.
+// Linux allows one device per VNI and UDP port, so devices of one network
+// differ in UDPPort.
+type VXLAN struct {
+	// Name is the interface (at most 15 bytes).
+	Name string `json:"name"`
+	// Local is this gateway's transit address (the VXLAN source).
+	Local netip.Addr `json:"local"`
+	// UDPPort is the VXLAN UDP port, used as source and destination:
+	// 4789 for the full-mesh device, RelayPortBase plus the link's number
+	// for a tree link (neighbor tunnels use NeighborPortBase and up).
+	UDPPort int `json:"udpPort"`
+	// Remotes are the transit addresses frames are replicated to, sorted.
+	Remotes []netip.Addr `json:"remotes"`
+	// To names the far side for humans: "members" for the full-mesh
+	// device, else the neighbor site.
+	To string `json:"to"`
 }
 
 // Interface is the gateway's WireGuard interface.
