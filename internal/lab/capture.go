@@ -35,9 +35,16 @@ type Capture struct {
 // (ctx bounds that wait, at most 10 s). The capture runs until Stop or
 // until the lab goes down.
 func StartCapture(ctx context.Context, l *Lab) (*Capture, error) {
+	return StartCaptureOn(ctx, l, l.Internet, BridgeInterface, "-Q", "in")
+}
+
+// StartCaptureOn is StartCapture on any interface of any lab node, such as
+// a host's segment interface; args are further tcpdump options or a
+// filter expression.
+func StartCaptureOn(ctx context.Context, l *Lab, n *Node, iface string, args ...string) (*Capture, error) {
 	path := ""
 	for i := 1; ; i++ {
-		path = filepath.Join(l.Dir, "captures", "wire-"+strconv.Itoa(i)+".pcap")
+		path = filepath.Join(l.Dir, "captures", n.Name+"-"+strconv.Itoa(i)+".pcap")
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
 			f.Close()
@@ -50,8 +57,9 @@ func StartCapture(ctx context.Context, l *Lab) (*Capture, error) {
 	// -Z root: tcpdump must not drop to its own user, which cannot write
 	// the state directory. --immediate-mode and -U: every packet reaches
 	// the file as it arrives, so Stop loses nothing.
-	p, err := l.Start(l.Internet, "tcpdump", "-i", BridgeInterface, "-Q", "in", "-n", "-U", "--immediate-mode",
-		"-s", strconv.Itoa(captureSnaplen), "-Z", "root", "-w", path)
+	cmd := append([]string{"-i", iface, "-n", "-U", "--immediate-mode",
+		"-s", strconv.Itoa(captureSnaplen), "-Z", "root", "-w", path}, args...)
+	p, err := l.Start(n, "tcpdump", cmd...)
 	if err != nil {
 		return nil, err
 	}
@@ -63,10 +71,10 @@ func StartCapture(ctx context.Context, l *Lab) (*Capture, error) {
 	for !strings.Contains(p.LogText(), "listening on") {
 		select {
 		case <-p.Done():
-			return nil, fmt.Errorf("tcpdump on the internet bridge exited: %v: %s", p.Err(), p.LogText())
+			return nil, fmt.Errorf("tcpdump on %s of %s exited: %v: %s", iface, n, p.Err(), p.LogText())
 		case <-ctx.Done():
 			_ = p.Stop(context.Background())
-			return nil, fmt.Errorf("tcpdump on the internet bridge did not start: %w: %s", ctx.Err(), p.LogText())
+			return nil, fmt.Errorf("tcpdump on %s of %s did not start: %w: %s", iface, n, ctx.Err(), p.LogText())
 		case <-tick.C:
 		}
 	}

@@ -71,39 +71,11 @@ func isGatewayAddr(a netip.Addr) bool {
 // Control instead of Gateway.
 func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...netip.Addr) (WireReport, error) {
 	var r WireReport
-	f, err := os.Open(pcapPath)
+	src, link, closeFn, err := openPcap(pcapPath)
 	if err != nil {
-		return r, fmt.Errorf("reading capture: %w", err)
+		return r, err
 	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	magic, err := br.Peek(4)
-	if err != nil {
-		return r, fmt.Errorf("reading capture %s: %w", pcapPath, err)
-	}
-	type source interface {
-		ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
-	}
-	var src source
-	var link layers.LinkType
-	if bytes.Equal(magic, []byte{0x0a, 0x0d, 0x0d, 0x0a}) {
-		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
-		if err != nil {
-			return r, fmt.Errorf("reading capture %s: %w", pcapPath, err)
-		}
-		src, link = ng, ng.LinkType()
-	} else {
-		pr, err := pcapgo.NewReader(br)
-		if err != nil {
-			return r, fmt.Errorf("reading capture %s: %w", pcapPath, err)
-		}
-		src, link = pr, pr.LinkType()
-	}
-	switch link {
-	case layers.LinkTypeEthernet, layers.LinkTypeLinuxSLL, layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6:
-	default:
-		return r, fmt.Errorf("capture %s: link type %v not supported (want Ethernet, Linux cooked or raw IP)", pcapPath, link)
-	}
+	defer closeFn()
 	overlay = overlay.Masked()
 	var (
 		eth layers.Ethernet
@@ -199,6 +171,102 @@ func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...n
 		}
 	}
 	return r, nil
+}
+
+// packetSource is a pcap or pcapng reader.
+type packetSource interface {
+	ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
+}
+
+// openPcap opens a pcap or pcapng file of Ethernet, Linux cooked or raw IP
+// frames.
+func openPcap(path string) (packetSource, layers.LinkType, func(), error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("reading capture: %w", err)
+	}
+	fail := func(err error) (packetSource, layers.LinkType, func(), error) {
+		f.Close()
+		return nil, 0, nil, fmt.Errorf("reading capture %s: %w", path, err)
+	}
+	br := bufio.NewReader(f)
+	magic, err := br.Peek(4)
+	if err != nil {
+		return fail(err)
+	}
+	var src packetSource
+	var link layers.LinkType
+	if bytes.Equal(magic, []byte{0x0a, 0x0d, 0x0d, 0x0a}) {
+		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			return fail(err)
+		}
+		src, link = ng, ng.LinkType()
+	} else {
+		pr, err := pcapgo.NewReader(br)
+		if err != nil {
+			return fail(err)
+		}
+		src, link = pr, pr.LinkType()
+	}
+	switch link {
+	case layers.LinkTypeEthernet, layers.LinkTypeLinuxSLL, layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6:
+	default:
+		return fail(fmt.Errorf("link type %v not supported (want Ethernet, Linux cooked or raw IP)", link))
+	}
+	return src, link, func() { f.Close() }, nil
+}
+
+// DuplicateReport counts the IPv4 packets of a capture on an Ethernet
+// segment and how many of them were seen before, byte for byte from the IP
+// header on. Every IPv4 packet a host sends carries its own IP id (and a
+// ping its own sequence number), so a second copy means the network
+// delivered one packet twice: a loop or a double flood.
+type DuplicateReport struct {
+	Frames     int
+	IPv4       int
+	Duplicates int
+	// Samples describe the first few duplicates.
+	Samples []string
+}
+
+// CountDuplicates reads a capture of Ethernet frames and counts duplicate
+// IPv4 packets.
+func CountDuplicates(pcapPath string) (DuplicateReport, error) {
+	var r DuplicateReport
+	src, link, closeFn, err := openPcap(pcapPath)
+	if err != nil {
+		return r, err
+	}
+	defer closeFn()
+	if link != layers.LinkTypeEthernet {
+		return r, fmt.Errorf("capture %s: link type %v, want Ethernet", pcapPath, link)
+	}
+	seen := map[string]bool{}
+	var eth layers.Ethernet
+	var ip4 layers.IPv4
+	for {
+		data, _, err := src.ReadPacketData()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return r, nil
+		}
+		if err != nil {
+			return r, fmt.Errorf("reading capture %s after %d frames: %w", pcapPath, r.Frames, err)
+		}
+		r.Frames++
+		if eth.DecodeFromBytes(data, gopacket.NilDecodeFeedback) != nil || eth.EthernetType != layers.EthernetTypeIPv4 {
+			continue
+		}
+		r.IPv4++
+		k := string(eth.Payload)
+		if seen[k] {
+			r.Duplicates++
+			if ip4.DecodeFromBytes(eth.Payload, gopacket.NilDecodeFeedback) == nil {
+				r.Samples = sample(r.Samples, fmt.Sprintf("%v %s > %s id %d", ip4.Protocol, ip4.SrcIP, ip4.DstIP, ip4.Id))
+			}
+		}
+		seen[k] = true
+	}
 }
 
 // sample appends s to list unless the list is full.

@@ -216,3 +216,35 @@ func TestAnalyzeWireErrors(t *testing.T) {
 		t.Error("garbage file: no error")
 	}
 }
+
+// TestCountDuplicates: two different IPv4 packets are not duplicates, a
+// second copy of one is, ARP repeats do not count (a host repeats the same
+// request on its own), and a capture that is not Ethernet is refused.
+func TestCountDuplicates(t *testing.T) {
+	echo := frame{src: "192.168.50.1", dst: "192.168.50.2", proto: layers.IPProtocolICMPv4}
+	udp := frame{src: "192.168.50.1", dst: "192.168.50.2", proto: layers.IPProtocolUDP, sport: 1000, dport: 2000}
+	arp := frame{arp: true}
+	for _, tc := range []struct {
+		name        string
+		frames      []frame
+		ipv4, dupes int
+		wantSamples bool
+	}{
+		{"distinct", []frame{echo, udp, arp}, 2, 0, false},
+		{"one twice", []frame{echo, udp, echo}, 3, 1, true},
+		{"arp repeated", []frame{arp, arp, arp, udp}, 1, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := CountDuplicates(writePcap(t, layers.LinkTypeEthernet, tc.frames))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Frames != len(tc.frames) || r.IPv4 != tc.ipv4 || r.Duplicates != tc.dupes || (len(r.Samples) > 0) != tc.wantSamples {
+				t.Errorf("got %+v, want %d frames, %d IPv4, %d duplicates", r, len(tc.frames), tc.ipv4, tc.dupes)
+			}
+		})
+	}
+	if _, err := CountDuplicates(writePcap(t, layers.LinkTypeRaw, []frame{{src: "10.0.0.1", dst: "10.0.0.2", proto: layers.IPProtocolICMPv4, nolink: true}})); err == nil {
+		t.Error("a raw IP capture was accepted")
+	}
+}
