@@ -130,16 +130,7 @@ func floodEntry(dev string, dst netip.Addr) (*netlink.Neigh, error) {
 // be set it deletes the link again (the kernel ignores IFLA_IFALIAS in a
 // create request).
 func addMarked(link netlink.Link, network string) error {
-	if err := netlink.LinkAdd(link); err != nil {
-		return err
-	}
-	if err := netlink.LinkSetAlias(link, AliasPrefix+network); err != nil {
-		if delErr := netlink.LinkDel(link); delErr != nil {
-			return errors.Join(fmt.Errorf("setting the alias: %w", err), fmt.Errorf("deleting the unmarked link: %w", delErr))
-		}
-		return fmt.Errorf("setting the alias: %w", err)
-	}
-	return nil
+	return addAliased(link, AliasPrefix+network)
 }
 
 // execBridge runs an op of bridged networks; ok is false for other ops.

@@ -31,31 +31,7 @@ func TestLinuxBridgeLifecycle(t *testing.T) {
 
 	step := func(name string, p plan.Gateway) []Change {
 		t.Helper()
-		got, err := d.Apply(ctx, p)
-		if err != nil {
-			t.Fatalf("Apply(%s): %v", name, err)
-		}
-		want := mustApply(t, f, p)
-		if diff := cmp.Diff(render(want), render(asFake(got))); diff != "" {
-			t.Errorf("Apply(%s) changes differ from the fake's (-fake +kernel):\n%s", name, diff)
-		}
-		s, err := d.read(ctx, "fed0", "fednet", p.Bridges)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Link != nil && s.Link.Kind == KindUserspace {
-			s.Link.Kind = KindKernel
-		}
-		if s.WireGuard != nil {
-			s.WireGuard.PublicKey = FakePublicKey
-		}
-		if diff := cmp.Diff(f.State().String(), s.String()); diff != "" {
-			t.Errorf("after Apply(%s) the kernel state differs from the fake's (-fake +kernel):\n%s", name, diff)
-		}
-		if again, err := d.Apply(ctx, p); err != nil || len(again) != 0 {
-			t.Errorf("Apply(%s) again = %q, %v; want no changes", name, again, err)
-		}
-		return got
+		return applyBoth(t, d, f, name, p)
 	}
 
 	step("add", bridged())
@@ -125,6 +101,39 @@ func TestLinuxBridgeLifecycle(t *testing.T) {
 		t.Errorf("port eth1 after Down = %v, %v; want it there, released", l, err)
 	}
 	assertNothingLeft(t, d)
+}
+
+// applyBoth applies p to the kernel and to the fake, checks that both made
+// the same changes and reached the same state, and that applying p again
+// changes nothing; it returns the kernel's changes.
+func applyBoth(t *testing.T, d *linuxDataplane, f *Fake, name string, p plan.Gateway) []Change {
+	t.Helper()
+	ctx := context.Background()
+	got, err := d.Apply(ctx, p)
+	if err != nil {
+		t.Fatalf("Apply(%s): %v", name, err)
+	}
+	want := mustApply(t, f, p)
+	if diff := cmp.Diff(render(want), render(asFake(got))); diff != "" {
+		t.Errorf("Apply(%s) changes differ from the fake's (-fake +kernel):\n%s", name, diff)
+	}
+	s, err := d.read(ctx, "fed0", "fednet", p.Bridges)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Link != nil && s.Link.Kind == KindUserspace {
+		s.Link.Kind = KindKernel
+	}
+	if s.WireGuard != nil {
+		s.WireGuard.PublicKey = FakePublicKey
+	}
+	if diff := cmp.Diff(f.State().String(), s.String()); diff != "" {
+		t.Errorf("after Apply(%s) the kernel state differs from the fake's (-fake +kernel):\n%s", name, diff)
+	}
+	if again, err := d.Apply(ctx, p); err != nil || len(again) != 0 {
+		t.Errorf("Apply(%s) again = %q, %v; want no changes", name, again, err)
+	}
+	return got
 }
 
 // TestLinuxBridgeForeignName: an interface that is not fednet's, named as a

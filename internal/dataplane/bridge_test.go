@@ -1,13 +1,8 @@
 package dataplane
 
 import (
-	"context"
-	"fmt"
 	"net/netip"
-	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/fednet/fednet/internal/plan"
 )
@@ -96,40 +91,11 @@ var bridgePlans = map[string]func() plan.Gateway{
 }
 
 func TestFakeBridgeTransitions(t *testing.T) {
-	f := NewFake()
-	var b strings.Builder
-	for _, name := range sortedKeys(bridgePlans) {
-		fmt.Fprintf(&b, "== apply %s ==\n%s-- state --\n%s\n", name, render(mustApply(t, f, bridgePlans[name]())), f.State())
-	}
-	mustApply(t, f, bridgePlans["5-second"]())
-	changes, err := f.Down(context.Background(), planA())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(&b, "== apply 5-second, down ==\n%s-- state --\n%s", render(changes), f.State())
-	golden(t, "bridges.golden", b.String())
-	if s := f.State(); !s.IsEmpty() {
-		t.Errorf("state after Down is not empty:\n%s", s)
-	}
+	checkTransitions(t, bridgePlans, "5-second", "bridges.golden")
 }
 
 func TestFakeBridgeSamePlanTwiceAndRandomOrder(t *testing.T) {
-	names := sortedKeys(bridgePlans)
-	want := map[string]string{}
-	for _, n := range names {
-		f := NewFake()
-		mustApply(t, f, bridgePlans[n]())
-		if c := mustApply(t, f, bridgePlans[n]()); len(c) != 0 {
-			t.Errorf("%s: second Apply made changes:\n%s", n, render(c))
-		}
-		want[n] = f.State().String()
-	}
-	applyRandomSequences(t, 3, 50, bridgePlans, func(seq []string, f *Fake) {
-		last := seq[len(seq)-1]
-		if d := cmp.Diff(want[last], f.State().String()); d != "" {
-			t.Errorf("sequence %v: state differs from applying %s alone (-want +got):\n%s", seq, last, d)
-		}
-	})
+	checkSamePlanTwiceAndRandomOrder(t, bridgePlans)
 }
 
 // Only all-zero entries fednet wants change; an existing device keeps its

@@ -259,6 +259,9 @@ func (d *linuxDataplane) read(ctx context.Context, name, table string, bridges [
 	if err := readBridges(&s, bridges); err != nil {
 		return s, err
 	}
+	if err := readNeighbors(&s, bridges); err != nil {
+		return s, err
+	}
 	routes, err := readRoutes()
 	if err != nil {
 		return s, err
@@ -411,6 +414,9 @@ func readRoutes() ([]RouteState, error) {
 func (d *linuxDataplane) exec(ctx context.Context, o op) (Change, error) {
 	c := o.change()
 	if ok, err := execBridge(o); ok {
+		return c, err
+	}
+	if ok, err := execNeighbor(o); ok {
 		return c, err
 	}
 	switch o := o.(type) {

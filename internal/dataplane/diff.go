@@ -255,12 +255,14 @@ func diff(cur State, p plan.Gateway, o options) ([]op, error) {
 	// local address) and before routes.
 	l2, l2Err := diffBridges(cur, p)
 	ops = append(ops, l2...)
+	nb, nbErr := diffNeighbors(cur, p)
+	ops = append(ops, nb...)
 	ops = append(ops, diffRoutes(routes, p)...)
 
 	if p.Forwarding && !cur.Forwarding {
 		ops = append(ops, forwardingOn{})
 	}
-	return ops, l2Err
+	return ops, errors.Join(l2Err, nbErr)
 }
 
 func diffPeers(dev string, have []PeerState, want []plan.Peer) []op {
@@ -357,7 +359,7 @@ func diffRoutes(have []RouteState, p plan.Gateway) []op {
 // routes on other interfaces, and the firewall table. Forwarding is left as
 // it is: other software on the gateway may rely on it.
 func down(cur State) ([]op, error) {
-	ops := downBridges(cur)
+	ops := append(downNeighbors(cur), downBridges(cur)...)
 	routes := cur.Routes
 	var err error
 	if l := cur.Link; l != nil {
@@ -451,6 +453,7 @@ func validatePlan(p plan.Gateway) error {
 		}
 	}
 	errs = append(errs, validateBridges(p)...)
+	errs = append(errs, validateNeighbors(p)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("plan of gateway %q cannot be applied: %w", p.Name, err)
 	}

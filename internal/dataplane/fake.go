@@ -171,7 +171,7 @@ func (s *State) apply(o op) {
 	case tableDel:
 		s.Table = nil
 	default:
-		if !s.applyL2(o) {
+		if !s.applyL2(o) && !s.applyNeighbor(o) {
 			panic(fmt.Sprintf("dataplane: unknown op %T", o))
 		}
 	}

@@ -49,6 +49,9 @@ type State struct {
 	// (alias AliasPrefix+network, see bridge.go), sorted by name.
 	Bridges []BridgeState
 	VXLANs  []VXLANState
+	// Neighbors are the neighbor tunnels' VXLAN devices fednet owns (alias
+	// NeighborAliasPrefix..., see neighbor.go), sorted by name.
+	Neighbors []NeighborState
 	// Foreign are the interfaces named as a bridge or VXLAN device in the
 	// plan that exist but are not fednet's, sorted.
 	Foreign []string
@@ -136,6 +139,7 @@ func (s State) Clone() State {
 	for _, v := range s.VXLANs {
 		c.VXLANs = append(c.VXLANs, v.clone())
 	}
+	c.Neighbors = slices.Clone(s.Neighbors)
 	c.Foreign = slices.Clone(s.Foreign)
 	return c
 }
@@ -144,7 +148,7 @@ func (s State) Clone() State {
 // fednet never turns off).
 func (s State) IsEmpty() bool {
 	return s.Link == nil && s.WireGuard == nil && len(s.Routes) == 0 && s.Table == nil &&
-		len(s.Bridges) == 0 && len(s.VXLANs) == 0
+		len(s.Bridges) == 0 && len(s.VXLANs) == 0 && len(s.Neighbors) == 0
 }
 
 // normalize sorts the lists of s in place, so that equal states compare and
@@ -175,6 +179,7 @@ func (s *State) normalize() {
 	for i := range s.VXLANs {
 		slices.SortFunc(s.VXLANs[i].Remotes, netip.Addr.Compare)
 	}
+	slices.SortFunc(s.Neighbors, func(a, b NeighborState) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(s.Foreign)
 }
 
@@ -209,6 +214,10 @@ func (s State) String() string {
 	for _, v := range s.VXLANs {
 		fmt.Fprintf(&b, "vxlan %s network %s id %d local %s dstport %d mtu %d up %t learning %t master %s remotes %s\n",
 			v.Name, v.Network, v.VNI, v.Local, v.UDPPort, v.MTU, v.Up, v.Learning, orNone(v.Master), joinAddrs(v.Remotes))
+	}
+	for _, n := range s.Neighbors {
+		fmt.Fprintf(&b, "neighbor %s network %s host %s id %d local %s remote %s dstport %d mtu %d up %t learning %t master %s\n",
+			n.Name, n.Network, n.Host, n.VNI, n.Local, n.Remote, n.UDPPort, n.MTU, n.Up, n.Learning, orNone(n.Master))
 	}
 	for _, n := range s.Foreign {
 		fmt.Fprintf(&b, "foreign %s\n", n)
