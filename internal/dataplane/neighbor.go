@@ -227,15 +227,16 @@ func (s *State) applyNeighbor(o op) bool {
 func validateNeighbors(p plan.Gateway) []error {
 	var errs []error
 	names := map[string]string{p.Interface.Name: "interface.name"}
+	ports := map[int]string{}
 	for i, b := range p.Bridges {
-		names[b.Name], names[b.VXLAN] = fmt.Sprintf("bridges[%d].name", i), fmt.Sprintf("bridges[%d].vxlan", i)
+		names[b.Name] = fmt.Sprintf("bridges[%d].name", i)
 		if b.Port != "" {
 			names[b.Port] = fmt.Sprintf("bridges[%d].port", i)
 		}
-	}
-	ports := map[int]string{}
-	for i, b := range p.Bridges {
-		ports[b.UDPPort] = fmt.Sprintf("bridges[%d].udpPort", i)
+		for j, v := range b.VXLANs {
+			names[v.Name] = fmt.Sprintf("bridges[%d].vxlans[%d].name", i, j)
+			ports[v.UDPPort] = fmt.Sprintf("bridges[%d].vxlans[%d].udpPort", i, j)
+		}
 	}
 	for i, b := range p.Bridges {
 		for j, n := range b.Neighbors {

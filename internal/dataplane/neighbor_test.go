@@ -126,7 +126,7 @@ func TestNeighborPlanRejected(t *testing.T) {
 		msg  string
 	}{
 		{"port of the bridge", func(p *plan.Gateway) { p.Bridges[0].Neighbors[0].UDPPort = 4789 },
-			"bridges[0].neighbors[0].udpPort 4789 is also bridges[0].udpPort"},
+			"bridges[0].neighbors[0].udpPort 4789 is also bridges[0].vxlans[0].udpPort"},
 		{"same port twice", func(p *plan.Gateway) { p.Bridges[0].Neighbors[1].UDPPort = 4790 },
 			"bridges[0].neighbors[1].udpPort 4790 is also bridges[0].neighbors[0].udpPort"},
 		{"name of the bridge", func(p *plan.Gateway) { p.Bridges[0].Neighbors[0].VXLAN = "fbr100" },
