@@ -425,6 +425,12 @@ func (l *Lab) build(ctx context.Context) error {
 	}
 	b := &builder{l: l, h: map[*Node]*nsHandle{}, ports: map[*Node][]switchPort{}}
 	defer b.close()
+	bridgedHosts := map[*Node]bool{}
+	for _, seg := range l.segments {
+		for _, h := range seg.hosts {
+			bridgedHosts[h] = seg.network != ""
+		}
+	}
 	for _, n := range l.nodes {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -434,8 +440,7 @@ func (l *Lab) build(ctx context.Context) error {
 			return err
 		}
 		b.h[n] = h
-		// IPv4 only: no IPv6 link-local chatter on the lab's wires.
-		kv := []string{"net/ipv6/conf/all/disable_ipv6", "1", "net/ipv6/conf/default/disable_ipv6", "1"}
+		kv := nodeSysctls(n, bridgedHosts[n])
 		switch n.Role {
 		case RoleInternet:
 			// The router forwards between gateways on one bridge; it must
@@ -463,7 +468,7 @@ func (l *Lab) build(ctx context.Context) error {
 	}
 	mtu := l.Federation.Overlay.UnderlayMTU
 	if mtu == 0 {
-		mtu = 1500
+		mtu = DefaultMTU
 	}
 	for _, g := range l.gateways {
 		if err := ctx.Err(); err != nil {
@@ -479,7 +484,7 @@ func (l *Lab) build(ctx context.Context) error {
 		if err := b.route(g, pub, netip.MustParsePrefix("0.0.0.0/0"), g.Via, netlink.FLAG_ONLINK); err != nil {
 			return err
 		}
-		lan, err := b.veth(g, LANInterface, l.switches[g.Site], "gw"+strconv.Itoa(g.portIndex), 1500)
+		lan, err := b.veth(g, LANInterface, l.switches[g.Site], "gw"+strconv.Itoa(g.portIndex), DefaultMTU)
 		if err != nil {
 			return err
 		}
@@ -504,7 +509,7 @@ func (l *Lab) build(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			eth, err := b.veth(h, HostInterface, l.switches[s], "h"+strconv.Itoa(h.portIndex), 1500)
+			eth, err := b.veth(h, HostInterface, l.switches[s], "h"+strconv.Itoa(h.portIndex), DefaultMTU)
 			if err != nil {
 				return err
 			}
@@ -531,11 +536,32 @@ func (l *Lab) build(ctx context.Context) error {
 	return nil
 }
 
+// nodeSysctls returns the sysctls every node of its role gets, before its
+// interfaces exist. They only ever touch the node's own namespace.
+//
+// The lab is IPv4 only (no IPv6 link-local chatter on its wires), except
+// for hosts on bridged networks: a stretched segment carries IPv6 neighbor
+// discovery and link-local traffic across sites, which tests and the demo
+// exercise. Their addresses are derived from unique MACs, so duplicate
+// address detection is off and link-local addresses work at once. Hosts
+// answer broadcast pings, so `ping -b` shows who shares a segment.
+func nodeSysctls(n *Node, bridgedHost bool) []string {
+	kv := []string{"net/ipv6/conf/all/disable_ipv6", "1", "net/ipv6/conf/default/disable_ipv6", "1"}
+	if bridgedHost {
+		kv = []string{"net/ipv6/conf/all/disable_ipv6", "0", "net/ipv6/conf/default/disable_ipv6", "0",
+			"net/ipv6/conf/all/accept_dad", "0", "net/ipv6/conf/default/accept_dad", "0"}
+	}
+	if n.Role == RoleHost {
+		kv = append(kv, "net/ipv4/icmp_echo_ignore_broadcasts", "0")
+	}
+	return kv
+}
+
 // segment wires an extra or bridged segment: the gateway's port (with an
 // address on extra segments only) and the hosts (with the supernet route
 // on extra segments only).
 func (b *builder) segment(ctx context.Context, seg *segment) error {
-	port, err := b.veth(seg.gw, seg.port, seg.sw, "gw0", 1500)
+	port, err := b.veth(seg.gw, seg.port, seg.sw, "gw0", seg.mtu)
 	if err != nil {
 		return err
 	}
@@ -548,7 +574,7 @@ func (b *builder) segment(ctx context.Context, seg *segment) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		eth, err := b.veth(h, HostInterface, seg.sw, "h"+strconv.Itoa(h.portIndex), 1500)
+		eth, err := b.veth(h, HostInterface, seg.sw, "h"+strconv.Itoa(h.portIndex), seg.mtu)
 		if err != nil {
 			return err
 		}

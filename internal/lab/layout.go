@@ -20,6 +20,9 @@ const Prefix = "fnlab-"
 const (
 	DefaultName         = "lab"
 	DefaultHostsPerSite = 2
+	// DefaultMTU is the MTU of the lab's segments and hosts unless a
+	// bridged network's MTU says otherwise (BridgedNetwork.MTU): Ethernet's.
+	DefaultMTU = 1500
 	// StateRoot holds the default state directory of every lab:
 	// StateRoot/<name>.
 	StateRoot = "/run/fednet-lab"

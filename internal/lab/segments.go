@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/spec"
 )
 
@@ -57,6 +58,15 @@ type BridgedNetwork struct {
 	// HostsPerSite is the number of hosts per member site, at most
 	// BridgedStride-1 (default: the lab's hosts per site).
 	HostsPerSite int
+	// MTU is the MTU of the hosts' interfaces and of the gateway's port on
+	// the network's segments, as an operator sets it on the machines of a
+	// bridged network (DHCP option 26, cloud-init). 0 means the MTU the
+	// planner computes for the spec network of this Name (every member
+	// gateway's Bridge.MTU), or 1500 when the spec has no bridged network
+	// of that name. A host whose MTU exceeds the network's loses its larger
+	// frames at the gateway's bridge without any error, which is why the
+	// lab follows the plan by default.
+	MTU int
 }
 
 // BridgedStride is the block of host addresses of one member site of a
@@ -75,6 +85,7 @@ type segment struct {
 	port    string       // the gateway's interface on this segment
 	addr    netip.Prefix // the gateway's address; invalid on bridged segments
 	hosts   []*Node
+	mtu     int // of the hosts' and the gateway's interfaces
 }
 
 // layoutSegments adds the switches and hosts of cfg.Segments and
@@ -141,6 +152,7 @@ func layoutSegments(l *Lab, cfg Config, hosts int, addNode func(*Node), fail fun
 				gw:     gw,
 				port:   "lan" + strconv.Itoa(n-1),
 				addr:   gwAddr,
+				mtu:    DefaultMTU,
 			}
 			seg.sw = &Node{Name: fmt.Sprintf("%s-s%d-lan", site, n), Role: RoleSwitch, Site: site, Namespace: fmt.Sprintf("%slan-%s-s%d", pre, site, n)}
 			addNode(seg.sw)
@@ -167,6 +179,7 @@ func layoutSegments(l *Lab, cfg Config, hosts int, addNode func(*Node), fail fun
 		}
 	}
 	names := map[string]bool{}
+	var planned plannedMTUs
 	for bi, bn := range cfg.Bridged {
 		path := fmt.Sprintf("lab config Bridged[%d] (%s)", bi, bn.Name)
 		switch {
@@ -192,6 +205,18 @@ func layoutSegments(l *Lab, cfg Config, hosts int, addNode func(*Node), fail fun
 			fail("%s: %d hosts per site; use 0 to %d (HostsPerSite)", path, n, BridgedStride-1)
 			continue
 		}
+		mtu := bn.MTU
+		if mtu == 0 {
+			var err error
+			if mtu, err = planned.mtu(l.Federation, bn.Name); err != nil {
+				fail("%s: MTU: %v; set MTU", path, err)
+				continue
+			}
+		}
+		if mtu < minMTU || mtu > maxMTU {
+			fail("%s: MTU %d: use %d to %d", path, mtu, minMTU, maxMTU)
+			continue
+		}
 		subnet := bn.Subnet.Masked()
 		members := map[string]bool{}
 		for j, site := range bn.Sites {
@@ -214,6 +239,7 @@ func layoutSegments(l *Lab, cfg Config, hosts int, addNode func(*Node), fail fun
 				prefix:  subnet,
 				gw:      gw,
 				port:    "b" + strconv.Itoa(bi+1),
+				mtu:     mtu,
 			}
 			seg.sw = &Node{Name: bn.Name + "-" + site + "-br", Role: RoleSwitch, Site: site, Namespace: pre + "br-" + bn.Name + "-" + site}
 			addNode(seg.sw)
@@ -237,6 +263,45 @@ func layoutSegments(l *Lab, cfg Config, hosts int, addNode func(*Node), fail fun
 			l.segments = append(l.segments, seg)
 		}
 	}
+}
+
+// Bounds of BridgedNetwork.MTU: IPv6's minimum link MTU (the lab's
+// bridged hosts speak IPv6 link-local) and the largest veth MTU.
+const (
+	minMTU = 1280
+	maxMTU = 65535
+)
+
+// plannedMTUs computes the federation's plans once, on first use, for the
+// MTUs of its bridged networks.
+type plannedMTUs struct {
+	done  bool
+	plans []plan.Gateway
+	err   error
+}
+
+// mtu returns the MTU the planner gives bridged network name (the same on
+// every member gateway), or DefaultMTU when the spec has no such bridged
+// network.
+func (p *plannedMTUs) mtu(f *spec.Federation, name string) (int, error) {
+	if !slices.ContainsFunc(f.Networks, func(n spec.Network) bool { return n.Name == name && n.Mode == spec.Bridged }) {
+		return DefaultMTU, nil
+	}
+	if !p.done {
+		p.done = true
+		p.plans, p.err = plan.Compute(f, plan.Inputs{})
+	}
+	if p.err != nil {
+		return 0, fmt.Errorf("planning the spec for network %s's MTU: %w", name, p.err)
+	}
+	for _, g := range p.plans {
+		for _, b := range g.Bridges {
+			if b.Network == name {
+				return b.MTU, nil
+			}
+		}
+	}
+	return DefaultMTU, nil
 }
 
 // addrAt returns the address off positions after p's network address if it
@@ -322,6 +387,17 @@ func (l *Lab) BridgedHosts(network, site string) []*Node {
 		}
 	}
 	return nil
+}
+
+// BridgedMTU returns the MTU of the hosts on a bridged network
+// (Config.Bridged; see BridgedNetwork.MTU), or 0 for an unknown network.
+func (l *Lab) BridgedMTU(network string) int {
+	for _, s := range l.segments {
+		if s.network == network {
+			return s.mtu
+		}
+	}
+	return 0
 }
 
 // BridgedPort returns the interface ("b1", "b2", ... by the network's

@@ -100,6 +100,7 @@ func TestLayoutSegmentErrors(t *testing.T) {
 		{"bridged no sites", func(c *Config) { c.Bridged[0].Sites = nil }, []string{"Sites: no member site"}},
 		{"bridged site", func(c *Config) { c.Bridged[0].Sites = []string{"aws-eu", "nope", "aws-eu"} }, []string{`Sites[1] "nope": no such site`, `Sites[2] "aws-eu": listed twice`}},
 		{"bridged hosts", func(c *Config) { c.Bridged[0].HostsPerSite = 16 }, []string{"16 hosts per site; use 0 to 15"}},
+		{"bridged mtu", func(c *Config) { c.Bridged[0].MTU = 1000 }, []string{"Bridged[0] (l2): MTU 1000: use 1280 to 65535"}},
 		{"bridged small", func(c *Config) { c.Bridged[0].Subnet = p("10.9.0.0/28") }, []string{"Subnet 10.9.0.0/28 has no room for host 1 of member site 1 (azure-we)"}},
 		{"namespace clash", func(c *Config) {
 			c.Federation.Sites[2].Name = "azure-we-s2"
@@ -136,5 +137,31 @@ func TestSpecFabric(t *testing.T) {
 		if got, want := l.fabrics[s.Name].DropUnknownMACs, s.DropsUnknownMACs(); got != want {
 			t.Errorf("site %s: lab fabric drops unknown MACs = %v, want %v (spec fabric %q)", s.Name, got, want, s.Fabric)
 		}
+	}
+}
+
+// TestBridgedMTU: hosts of a bridged network get the planned network MTU
+// unless the config says otherwise; a lab-only network gets Ethernet's.
+func TestBridgedMTU(t *testing.T) {
+	cfg := segmentsConfig("x2")
+	f := cfg.Federation
+	f.Sites[0].Gateways[0].BridgePorts = map[string]string{"l2": "b1"}
+	f.Sites[1].Gateways[0].BridgePorts = map[string]string{"l2": "b1"}
+	f.Networks = append(f.Networks, spec.Network{Name: "l2", ID: 200, Mode: spec.Bridged, Sites: []string{"aws-eu", "azure-we"}})
+	l, err := newLab(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// underlay 1500 - IPv4 20 - UDP 8 - WireGuard 32 - VXLAN 50
+	if got := l.BridgedMTU("l2"); got != 1390 {
+		t.Errorf("BridgedMTU(l2) = %d, want the planned 1390", got)
+	}
+	cfg.Bridged[0].MTU = 1400
+	if l, err = newLab(cfg); err != nil || l.BridgedMTU("l2") != 1400 {
+		t.Errorf("explicit MTU 1400: %v, BridgedMTU %d", err, l.BridgedMTU("l2"))
+	}
+	cfg = segmentsConfig("x3")
+	if l, err = newLab(cfg); err != nil || l.BridgedMTU("l2") != DefaultMTU || l.BridgedMTU("nope") != 0 {
+		t.Errorf("network not in the spec: %v, BridgedMTU %d, want %d", err, l.BridgedMTU("l2"), DefaultMTU)
 	}
 }
