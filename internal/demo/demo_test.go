@@ -268,8 +268,15 @@ func TestNetworksIsolate(t *testing.T) {
 // files) and waits until the pairs that reach returns answer.
 func staticLab(t *testing.T, ctx context.Context, name string, f *spec.Federation, reach func(*lab.Lab) []demo.Pair) (*lab.Lab, *demo.Deployment) {
 	t.Helper()
+	return staticLabOf(t, ctx, lab.Config{Federation: f, Name: name}, reach)
+}
+
+// staticLabOf is staticLab for a lab config of its own.
+func staticLabOf(t *testing.T, ctx context.Context, cfg lab.Config, reach func(*lab.Lab) []demo.Pair) (*lab.Lab, *demo.Deployment) {
+	t.Helper()
+	name := cfg.Name
 	lab.Down(ctx, name)
-	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: name})
+	l, err := lab.Up(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,182 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fednet/fednet/internal/lab"
+	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// Checks of bridged (layer-2) networks and of the MTU, shared by the demo
+// and the end-to-end tests. They run iputils ping and iproute2 in lab
+// hosts and report what the host saw.
+
+// replyFromRE matches a ping reply line and captures its source and
+// sequence number ("64 bytes from 192.168.50.17: icmp_seq=1 ..." or
+// "64 bytes from fe80::1%eth0: icmp_seq=1 ...").
+var replyFromRE = regexp.MustCompile(`(?m)^\d+ bytes from ([0-9a-zA-Z.:%]+?):? icmp_seq=(\d+)`)
+
+// Answers are the replies to a broadcast or multicast ping.
+type Answers struct {
+	// By counts the pings each source answered.
+	By map[netip.Addr]int
+	// Repeated counts replies from a source to a ping it had answered
+	// already: a second machine with the same address heard the ping,
+	// or a frame looped.
+	Repeated int
+}
+
+// Responders pings a broadcast (IPv4, with -b) or multicast (IPv6, like
+// ff02::1%eth0) address for about a second (five pings) from a host and
+// returns who answered. The host itself answers too. Lab hosts answer
+// broadcast pings (icmp_echo_ignore_broadcasts=0); IPv6 hosts always
+// answer ff02::1.
+func Responders(ctx context.Context, from *lab.Node, group netip.Addr) (Answers, error) {
+	// A deadline, not a count: ping stops counting at the first reply to
+	// each ping, so -c would end the run before the remote answers to
+	// the last one arrive.
+	args := []string{"-n", "-i", "0.2", "-w", "1"}
+	if group.Is4() {
+		args = append(args, "-b")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := from.Run(ctx, "ping", append(args, group.String())...)
+	a := Answers{By: map[netip.Addr]int{}}
+	seen := map[string]bool{}
+	for _, m := range replyFromRE.FindAllStringSubmatch(out, -1) {
+		src, perr := netip.ParseAddr(m[1])
+		if perr != nil {
+			continue
+		}
+		src = src.WithZone("")
+		if k := src.String() + " " + m[2]; seen[k] {
+			a.Repeated++
+			continue
+		} else {
+			seen[k] = true
+		}
+		a.By[src]++
+	}
+	if len(a.By) == 0 && err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+// LinkLocal returns the IPv6 link-local address of a host's interface
+// (lab.HostInterface), with the interface as its zone.
+func LinkLocal(ctx context.Context, h *lab.Node) (netip.Addr, error) {
+	out, err := h.Run(ctx, "ip", "-6", "-o", "addr", "show", "dev", lab.HostInterface, "scope", "link")
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, f := range strings.Fields(out) {
+		if p, err := netip.ParsePrefix(f); err == nil && p.Addr().IsLinkLocalUnicast() {
+			return p.Addr().WithZone(lab.HostInterface), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("%s has no IPv6 link-local address on %s: %s", h, lab.HostInterface, strings.TrimSpace(out))
+}
+
+// MAC returns the hardware address of a host's interface.
+func MAC(ctx context.Context, h *lab.Node) (string, error) {
+	out, err := h.Run(ctx, "cat", "/sys/class/net/"+lab.HostInterface+"/address")
+	return strings.TrimSpace(out), err
+}
+
+// Neighbor returns the MAC address a host's neighbour table (ARP for IPv4,
+// neighbor discovery for IPv6) holds for an address, "" when none.
+func Neighbor(ctx context.Context, h *lab.Node, a netip.Addr) (string, error) {
+	fam := "-4"
+	if a.Is6() {
+		fam = "-6"
+	}
+	out, err := h.Run(ctx, "ip", fam, "neigh", "show", a.WithZone("").String(), "dev", lab.HostInterface)
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(out)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "lladdr" {
+			return f[i+1], nil
+		}
+	}
+	return "", nil
+}
+
+// FlushNeighbors empties a host's neighbour tables, so the next packet has
+// to resolve its destination again (ARP, neighbor discovery).
+func FlushNeighbors(ctx context.Context, h *lab.Node) error {
+	_, err := h.Run(ctx, "ip", "neigh", "flush", "dev", lab.HostInterface)
+	return err
+}
+
+// Oversize is what a host saw when it sent a packet with the don't-fragment
+// bit set.
+type Oversize struct {
+	// Replied: the echo reply came back.
+	Replied bool
+	// Refused: the host got an error it can act on — an ICMP
+	// "fragmentation needed" from a gateway, or its own interface or
+	// path MTU refusing the send ("message too long"). Detail quotes it.
+	Refused bool
+	Detail  string
+}
+
+// Silent reports a packet that vanished: no reply and no error.
+func (o Oversize) Silent() bool { return !o.Replied && !o.Refused }
+
+func (o Oversize) String() string {
+	switch {
+	case o.Replied:
+		return "replied"
+	case o.Refused:
+		return "refused: " + o.Detail
+	}
+	return "vanished without an error"
+}
+
+// refusedRE matches what iputils ping prints when a packet is too large
+// for the path: an ICMP error from a router, or the local stack refusing.
+var refusedRE = regexp.MustCompile(`(?i)(frag needed[^\n]*|message too long[^\n]*|packet too big[^\n]*)`)
+
+// PingDF sends count pings of size payload bytes (ICMP data; the IPv4
+// packet is size+28) with the don't-fragment bit set, as `ping -M do -s
+// size`, and reports what the host saw. The IP packet is never
+// fragmented: it either fits every link of the path or must be refused.
+func PingDF(ctx context.Context, from *lab.Node, to netip.Addr, size, count int) (Oversize, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(count)*200*time.Millisecond+5*time.Second)
+	defer cancel()
+	out, err := from.Run(ctx, "ping", "-n", "-M", "do", "-s", strconv.Itoa(size), "-c", strconv.Itoa(count), "-i", "0.2", "-W", "1", to.String())
+	var o Oversize
+	if m := refusedRE.FindString(out); m != "" {
+		o.Refused, o.Detail = true, strings.TrimSpace(m)
+	}
+	o.Replied = replyFromRE.MatchString(out)
+	if !o.Replied && !o.Refused && err != nil && !strings.Contains(out, "packets transmitted") {
+		return o, err // ping could not run at all
+	}
+	return o, nil
+}
+
+// Plans returns the plans of f by gateway name, without keys: for the
+// figures a plan holds (MTUs, MSS), not for agents.
+func Plans(f *spec.Federation) (map[string]plan.Gateway, error) {
+	gws, err := plan.Compute(f, plan.Inputs{})
+	if err != nil {
+		return nil, fmt.Errorf("planning: %w", err)
+	}
+	out := map[string]plan.Gateway{}
+	for _, g := range gws {
+		out[g.Name] = g
+	}
+	return out, nil
+}
