@@ -263,7 +263,7 @@ func TestBridgedSameSubnetIsolated(t *testing.T) {
 	var caps []capture
 	for _, n := range networks {
 		for _, s := range l.Sites() {
-			c, err := lab.CaptureOn(ctx, l, l.Node(n+"-"+s+"-br"), lab.BridgeInterface)
+			c, err := lab.StartCaptureOn(ctx, l, l.Node(n+"-"+s+"-br"), lab.BridgeInterface)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +271,7 @@ func TestBridgedSameSubnetIsolated(t *testing.T) {
 		}
 	}
 	gw := l.SiteGateways(l.Sites()[0])[0]
-	tunnel, err := lab.CaptureOn(ctx, l, gw, spec.DefaultInterface)
+	tunnel, err := lab.StartCaptureOn(ctx, l, gw, spec.DefaultInterface)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +459,11 @@ func TestMTUBoundary(t *testing.T) {
 	t.Logf("tunnel MTU %d (%s); network lan MTU %d (%s); MSS %d", pa.Interface.MTU, pa.Interface.MTUReason, br.MTU, br.MTUReason, pa.Firewall.MSS)
 
 	t.Run("interfaces", func(t *testing.T) {
-		for _, dev := range []string{spec.DefaultInterface, br.Name, br.VXLAN} {
+		devs := []string{spec.DefaultInterface, br.Name}
+		for _, v := range br.VXLANs {
+			devs = append(devs, v.Name)
+		}
+		for _, dev := range devs {
 			want := br.MTU
 			if dev == spec.DefaultInterface {
 				want = pa.Interface.MTU
@@ -512,7 +516,7 @@ func TestMTUBoundary(t *testing.T) {
 		src, dst := l.Hosts(a)[0], l.Hosts(b)[0]
 		var caps []*lab.Capture
 		for _, h := range []*lab.Node{src, dst} {
-			c, err := lab.CaptureOn(ctx, l, h, lab.HostInterface)
+			c, err := lab.StartCaptureOn(ctx, l, h, lab.HostInterface)
 			if err != nil {
 				t.Fatal(err)
 			}
