@@ -1,0 +1,71 @@
+package probe
+
+import (
+	"slices"
+	"time"
+)
+
+// Port is the UDP port a gateway's Responder listens on, on its transit
+// address (reserved for link probes; WireGuard is 51820).
+const Port = 51821
+
+// The link-up rule. A link is down when either holds:
+//
+//   - its last DownAfterLost probes (by sequence number) were all lost,
+//     or all of them when fewer have been decided yet; or
+//   - WireGuard has had no handshake with the peer within HandshakeWithin
+//     (or never had one).
+//
+// With one probe a second and a 1 s timeout, a cut is seen 3 to 4 seconds
+// after it happens (the first lost probe leaves within a second, the third
+// is decided a timeout after it is sent), and one answered probe brings
+// the link back up. Probes alone never declare a link up whose handshake is
+// stale: WireGuard rekeys every two minutes while traffic flows (the probes
+// are traffic), so a handshake older than three minutes means the tunnel
+// itself is broken.
+const (
+	DownAfterLost   = 3
+	HandshakeWithin = 3 * time.Minute
+)
+
+// ProbesUp applies the probe half of the link-up rule to the decided
+// samples of one prober, in any order: false when the DownAfterLost most
+// recent (by sequence number) were all lost. With no samples yet it is
+// true: the probes have no verdict, so the handshake decides alone.
+func ProbesUp(samples []Sample) bool {
+	recent := Recent(samples, DownAfterLost)
+	if len(recent) == 0 {
+		return true
+	}
+	for _, s := range recent {
+		if !s.Lost {
+			return true
+		}
+	}
+	return false
+}
+
+// HandshakeUp applies the handshake half of the link-up rule: a handshake
+// within HandshakeWithin before now. The zero time means never.
+func HandshakeUp(last, now time.Time) bool {
+	return !last.IsZero() && now.Sub(last) < HandshakeWithin
+}
+
+// Recent returns the n samples with the highest sequence numbers, oldest
+// first. It does not modify samples.
+func Recent(samples []Sample, n int) []Sample {
+	s := slices.Clone(samples)
+	slices.SortFunc(s, func(a, b Sample) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	if len(s) > n {
+		s = s[len(s)-n:]
+	}
+	return s
+}
