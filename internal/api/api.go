@@ -177,6 +177,29 @@ type LinkStatus struct {
 	HandshakeAge  time.Duration `json:"handshakeAgeNs,omitempty"`
 	RxBytes       int64         `json:"rxBytes"`
 	TxBytes       int64         `json:"txBytes"`
+	// Probe holds the link probes' figures; nil when the agent does not
+	// probe (yet).
+	Probe *LinkProbe `json:"probe,omitempty"`
+}
+
+// LinkProbe is what the link probes of one link measured (docs/probe.md):
+// figures over the last minute, and the probes' half of the link-up rule.
+type LinkProbe struct {
+	// Up is false when the last 3 probes were all lost.
+	Up bool `json:"up"`
+	// RecentLoss is the share of the last 3 probes that were lost (0 to
+	// 1): 1 right after a cut, while Loss still averages the minute.
+	RecentLoss float64 `json:"recentLoss"`
+	// Window is the span the figures below cover (one minute).
+	Window time.Duration `json:"windowNs"`
+	Sent   int           `json:"sent"` // probes decided in the window
+	Lost   int           `json:"lost"`
+	Loss   float64       `json:"loss"` // Lost/Sent, 0 to 1
+	// RTT percentiles (nearest rank) over the answered probes, and the
+	// RFC 3550 jitter of the latest answer; zero when none was answered.
+	RTTP50 time.Duration `json:"rttP50Ns"`
+	RTTP99 time.Duration `json:"rttP99Ns"`
+	Jitter time.Duration `json:"jitterNs"`
 }
 
 // Gateway is the read model of a gateway.
@@ -214,13 +237,18 @@ type Site struct {
 
 // Link is the read model of a link, as the gateway From reports it.
 type Link struct {
-	From          string    `json:"from"`
-	To            string    `json:"to"`
-	Up            bool      `json:"up"` // a handshake within the last 3 minutes
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Up: a handshake within the last 3 minutes and, when the link is
+	// probed, not the last 3 probes lost (docs/probe.md).
+	Up            bool      `json:"up"`
 	Endpoint      string    `json:"endpoint,omitempty"`
 	LastHandshake time.Time `json:"lastHandshake,omitempty"`
 	RxBytes       int64     `json:"rxBytes"`
 	TxBytes       int64     `json:"txBytes"`
+	// Probe is the probes' figures as From last reported them; nil when
+	// From does not probe.
+	Probe *LinkProbe `json:"probe,omitempty"`
 }
 
 // Network is the read model of a network.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/probe"
 )
 
 // Plan watch timeouts.
@@ -17,11 +18,6 @@ const (
 	DefaultWatchTimeout = 30 * time.Second
 	MaxWatchTimeout     = 120 * time.Second
 )
-
-// LinkUpWithin is how recent a link's last handshake must be for the link
-// to count as up (WireGuard re-handshakes every 2 minutes while traffic
-// flows).
-const LinkUpWithin = 180 * time.Second
 
 // getPlan answers a gateway's plan watch: at once when the plan's
 // generation is above ?after (or after is absent, or above the manager's
@@ -380,11 +376,15 @@ func (m *Manager) links(st *state) []api.Link {
 			if hs.IsZero() && l.HandshakeAge > 0 {
 				hs = rep.received.Add(-l.HandshakeAge)
 			}
+			// The link-up rule of docs/probe.md. The handshake is judged
+			// on the manager's clock, so the links of a gateway that
+			// stopped reporting go down within three minutes.
 			out = append(out, api.Link{
 				From: name, To: l.Peer,
-				Up:       !hs.IsZero() && now.Sub(hs) < LinkUpWithin,
+				Up:       probe.HandshakeUp(hs, now) && (l.Probe == nil || l.Probe.Up),
 				Endpoint: l.Endpoint, LastHandshake: hs,
 				RxBytes: l.RxBytes, TxBytes: l.TxBytes,
+				Probe: l.Probe,
 			})
 		}
 	}

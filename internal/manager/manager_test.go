@@ -610,3 +610,36 @@ func TestListenAndServe(t *testing.T) {
 		t.Errorf("ListenAndServe: %v", err)
 	}
 }
+
+// TestLinkUpFromProbes: a reported probe verdict of down makes the link down
+// despite a fresh handshake, and the figures reach the links view.
+func TestLinkUpFromProbes(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(threeSites(t))
+	credA, _ := h.enroll("aws-gw")
+	p := h.plan("aws-gw")
+	now := h.clock.Now()
+	fig := &api.LinkProbe{Up: true, Window: time.Minute, Sent: 60, Lost: 0, RTTP50: 2 * time.Millisecond, RTTP99: 5 * time.Millisecond, Jitter: time.Millisecond}
+	cut := &api.LinkProbe{Up: false, RecentLoss: 1, Window: time.Minute, Sent: 60, Lost: 3, Loss: 0.05}
+	h.ok(req{method: "PUT", path: gwPath(api.PathStatus, "aws-gw"), token: credA, body: api.StatusReport{
+		Generation: p.Generation, Revision: p.Revision,
+		Links: []api.LinkStatus{
+			{Peer: "azure-gw", LastHandshake: now.Add(-10 * time.Second), Probe: fig},
+			{Peer: "onprem-gw", LastHandshake: now.Add(-10 * time.Second), Probe: cut},
+		},
+	}}, nil)
+	var links []api.Link
+	h.ok(req{method: "GET", path: api.PathLinks}, &links)
+	if len(links) != 2 || !links[0].Up || links[0].Probe == nil || *links[0].Probe != *fig {
+		t.Errorf("probed link with answers: %+v", links)
+	}
+	if len(links) == 2 && (links[1].Up || links[1].Probe == nil || links[1].Probe.RecentLoss != 1) {
+		t.Errorf("link whose last 3 probes were lost: %+v", links[1])
+	}
+	// Probes alone do not keep a link up whose handshake is stale.
+	h.clock.Advance(3 * time.Minute)
+	h.ok(req{method: "GET", path: api.PathLinks}, &links)
+	if links[0].Up {
+		t.Errorf("link with answered probes but a handshake 190s ago is up: %+v", links[0])
+	}
+}
