@@ -32,6 +32,8 @@ type Config struct {
 	// CLI sends on SIGHUP). The file is also checked every second and
 	// applied when its content changed.
 	Reload <-chan struct{}
+	// Probes configures the link probes (docs/probe.md).
+	Probes ProbeConfig
 	// Logf logs one line; nil discards.
 	Logf func(format string, args ...any)
 }
@@ -76,7 +78,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	links := cfg.Probes.start(ctx, logf, nil)
+	defer links.Close()
 	apply := func(g plan.Gateway, why string) {
+		defer links.Update(g)
 		changes, err := cfg.Dataplane.Apply(ctx, g)
 		for _, c := range changes {
 			logf("%s", c)

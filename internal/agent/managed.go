@@ -57,6 +57,8 @@ type ManagedConfig struct {
 	// RequestTimeout bounds each call to the manager (default
 	// client.DefaultTimeout).
 	RequestTimeout time.Duration
+	// Probes configures the link probes (docs/probe.md).
+	Probes ProbeConfig
 	// BackoffMin and BackoffMax bound the exponential backoff, with full
 	// jitter, while the manager cannot be reached (defaults
 	// DefaultBackoffMin, DefaultBackoffMax).
@@ -98,6 +100,8 @@ type managed struct {
 	logf func(string, ...any)
 	// kick asks the reporter for a status report now.
 	kick chan struct{}
+	// links probes the links of the current plan; set by run.
+	links *links
 
 	// applyMu serializes applies and key rotations.
 	applyMu sync.Mutex
@@ -149,6 +153,8 @@ func (m *managed) run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	m.links = m.cfg.Probes.start(ctx, m.logf, func() { m.poke() })
+	defer m.links.Close()
 	cred, err := m.dir.readCredential()
 	if err != nil {
 		return err
@@ -414,6 +420,9 @@ func (m *managed) applyCurrentLocked(ctx context.Context, why string) {
 	m.mu.Lock()
 	m.applyErr = err
 	m.mu.Unlock()
+	if m.links != nil {
+		m.links.Update(cur.Plan)
+	}
 }
 
 // resyncLoop re-applies the current plan every Resync to repair drift.
@@ -506,6 +515,10 @@ func (m *managed) poke() {
 }
 
 // reportLoop sends a status report every StatusInterval and when poked.
+// A poke during a report that has not got through yet cancels it and
+// sends a fresh one: the pending one is stale, and after a network outage
+// it may wait for TCP's retransmission backoff while a new connection
+// gets through at once.
 func (m *managed) reportLoop(ctx context.Context) {
 	t := time.NewTicker(m.cfg.StatusInterval)
 	defer t.Stop()
@@ -517,7 +530,21 @@ func (m *managed) reportLoop(ctx context.Context) {
 		case <-t.C:
 		case <-m.kick:
 		}
-		if err := m.report(ctx); err != nil && ctx.Err() == nil {
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- m.report(rctx) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-m.kick:
+			cancel()
+			<-done
+			m.poke()
+			cancel()
+			continue
+		}
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			out.failed(m.logf, "reporting status", err)
 		} else if err == nil {
 			out.recovered(m.logf)
@@ -574,6 +601,9 @@ func (m *managed) status(ctx context.Context) api.StatusReport {
 				l.HandshakeAge = max(now.Sub(s.LastHandshake), 0)
 			}
 			l.RxBytes, l.TxBytes = s.RxBytes, s.TxBytes
+		}
+		if m.links != nil {
+			l.Probe = m.links.Probe(p.Gateway, now)
 		}
 		r.Links = append(r.Links, l)
 	}
