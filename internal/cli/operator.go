@@ -310,6 +310,35 @@ func linkState(up bool) string {
 	return "down"
 }
 
+// probeFigures renders a link's probe figures over the last minute: RTT
+// p50/p99 ("1.2ms/3.4ms") and loss ("0%"); dashes when the link is not
+// probed or no probe was answered.
+func probeFigures(p *api.LinkProbe) (rtt, loss string) {
+	if p == nil || p.Sent == 0 {
+		return "-", "-"
+	}
+	loss = strconv.FormatFloat(100*p.Loss, 'f', -1, 64)
+	if len(loss) > 4 {
+		loss = fmt.Sprintf("%.1f", 100*p.Loss)
+	}
+	loss += "%"
+	if p.Lost == p.Sent {
+		return "-", loss
+	}
+	return durationShort(p.RTTP50) + "/" + durationShort(p.RTTP99), loss
+}
+
+// durationShort renders a round-trip time with three significant digits.
+func durationShort(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	case d < time.Second:
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'g', 3, 64) + "ms"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'g', 3, 64) + "s"
+}
+
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
 func newStatusCmd() *cobra.Command {
@@ -321,7 +350,9 @@ func newStatusCmd() *cobra.Command {
 current plan ("applied") or not yet ("behind"; APPLIED and PLAN are the plan
 generations), and how long ago it last reported; and every link as its
 gateway reports it: up when a WireGuard handshake happened in the last three
-minutes, with the handshake's age and the bytes received and sent.`,
+minutes and the last 3 link probes were not all lost; the probes' round-trip
+time (median and 99th percentile) and loss over the last minute; the
+handshake's age and the bytes received and sent.`,
 		Example: `  fednet status
   watch -n1 fednet status`,
 		Args: cobra.NoArgs,
@@ -374,12 +405,13 @@ func printOverview(w io.Writer, o *api.Overview, now time.Time) {
 		fmt.Fprintln(w, "no links reported yet")
 	} else {
 		tw = newTable(w)
-		fmt.Fprintln(tw, "LINK\tSTATE\tHANDSHAKE\tENDPOINT\tRX\tTX")
+		fmt.Fprintln(tw, "LINK\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX")
 		for _, l := range o.Links {
 			if l.Up {
 				up++
 			}
-			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\n", l.From, l.To, linkState(l.Up), ago(l.LastHandshake, now),
+			rtt, loss := probeFigures(l.Probe)
+			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.From, l.To, linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
 				dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes))
 		}
 		tw.Flush()
@@ -481,9 +513,10 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 		v, err := c.Links(ctx)
 		return v, func(w io.Writer, now time.Time) {
 			tw := newTable(w)
-			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tHANDSHAKE\tENDPOINT\tRX\tTX")
+			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX")
 			for _, l := range v {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.From, l.To, linkState(l.Up), ago(l.LastHandshake, now),
+				rtt, loss := probeFigures(l.Probe)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.From, l.To, linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
 					dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes))
 			}
 			tw.Flush()

@@ -602,3 +602,22 @@ func TestManagedAgentFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestProbeFigures(t *testing.T) {
+	for _, tc := range []struct {
+		p         *api.LinkProbe
+		rtt, loss string
+	}{
+		{nil, "-", "-"},
+		{&api.LinkProbe{}, "-", "-"},
+		{&api.LinkProbe{Sent: 60, RTTP50: 1234 * time.Microsecond, RTTP99: 40 * time.Millisecond}, "1.23ms/40ms", "0%"},
+		{&api.LinkProbe{Sent: 60, Lost: 3, Loss: 0.05, RTTP50: 800 * time.Microsecond, RTTP99: 2 * time.Second}, "800µs/2s", "5%"},
+		{&api.LinkProbe{Sent: 3, Lost: 1, Loss: 1.0 / 3, RTTP50: time.Millisecond, RTTP99: time.Millisecond}, "1ms/1ms", "33.3%"},
+		{&api.LinkProbe{Sent: 5, Lost: 5, Loss: 1}, "-", "100%"},
+	} {
+		rtt, loss := probeFigures(tc.p)
+		if rtt != tc.rtt || loss != tc.loss {
+			t.Errorf("probeFigures(%+v) = %q, %q; want %q, %q", tc.p, rtt, loss, tc.rtt, tc.loss)
+		}
+	}
+}
