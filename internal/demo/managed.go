@@ -128,6 +128,14 @@ func trimSpace(b []byte) []byte {
 	return b
 }
 
+// CAFingerprint is the hex SHA-256 of the manager's CA certificate, as
+// operators pass it (--ca-fingerprint).
+func (m *Managed) CAFingerprint() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fingerprint
+}
+
 // ClientAs returns a client of the manager that authenticates with token.
 // The lab's addresses are not routable from this machine's own namespace
 // (the lab never touches it), so the client opens its connections inside
