@@ -31,3 +31,8 @@ func (l *Lab) Start(n *Node, name string, args ...string) (*Process, error) {
 
 // Do runs fn in the node's namespace; it needs Linux.
 func (n *Node) Do(fn func() error) error { return errUnsupported }
+
+// SetBridgedMTU changes a bridged network's MTU; it needs Linux.
+func (l *Lab) SetBridgedMTU(ctx context.Context, network string, mtu int) error {
+	return errUnsupported
+}

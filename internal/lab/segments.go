@@ -390,8 +390,11 @@ func (l *Lab) BridgedHosts(network, site string) []*Node {
 }
 
 // BridgedMTU returns the MTU of the hosts on a bridged network
-// (Config.Bridged; see BridgedNetwork.MTU), or 0 for an unknown network.
+// (Config.Bridged; see BridgedNetwork.MTU and SetBridgedMTU), or 0 for an
+// unknown network.
 func (l *Lab) BridgedMTU(network string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, s := range l.segments {
 		if s.network == network {
 			return s.mtu
