@@ -227,16 +227,24 @@ func newLabDemoCmd() *cobra.Command {
 		Long: `Demo builds a lab (3 sites by default: aws, azure, onprem with 2 hosts each),
 starts a manager in its own namespace, applies the spec through its API and
 starts one agent per gateway, enrolled with a join token (with --static: keys
-and plan files instead of a manager). It waits for the tunnels and then checks
-and prints:
+and plan files instead of a manager). The generated spec has two routed
+networks (apps: every site but the last; ops: the first and the last) and one
+bridged network (lan, 192.168.50.0/24, over every site, 2 more hosts per
+site). It waits for the tunnels and then checks and prints:
   - the propagation time of a spec change (managed mode): from the API call
     until every affected agent reports the new plan applied;
   - the address plan;
-  - a connectivity matrix: every host pings every host of the other sites;
+  - a connectivity matrix: every host pings every host of the other sites it
+    shares a network with; hosts of sites that share none must not answer;
+  - on the bridged network, across sites: ARP, broadcast ping, IPv6
+    link-local ping (neighbor discovery) and a ping to ff02::1;
+  - the MTU boundary: the largest ping with don't-fragment crosses, one byte
+    more is refused with an error the host sees, on both kinds of network;
   - round-trip time host-to-host over the overlay against gateway-to-gateway
     over the bare underlay;
   - TCP throughput (iperf3) host-to-host over the overlay against the same two
-    gateways over the bare underlay, and the ratio;
+    gateways over the bare underlay, and the ratio; and between bridged hosts
+    (VXLAN inside the tunnel) against the routed figure;
   - a wire check: a capture on the lab internet while traffic flows, where
     every packet between gateways must be WireGuard and no overlay address may
     appear in clear.
@@ -270,9 +278,9 @@ It exits 0 only if every check passes, and removes the lab unless --keep.`,
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
 			} else if r != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "\n%d/%d pairs, overlay RTT %.3f ms (underlay %.3f ms), throughput %.0f Mbit/s (underlay %.0f, ratio %.3f), %d plaintext packets, converged in %.2f s, %.1f s in all: %s\n",
+				fmt.Fprintf(cmd.OutOrStdout(), "\n%d/%d pairs, overlay RTT %.3f ms (underlay %.3f ms), throughput %.0f Mbit/s (underlay %.0f, ratio %.3f; bridged %.0f), %d plaintext packets, converged in %.2f s, %.1f s in all: %s\n",
 					r.PairsOK, r.PairsTotal, r.RTTOverlayMs, r.RTTUnderlayMs, r.ThroughputOverlayMbps, r.ThroughputUnderlayMbps,
-					r.ThroughputRatio, r.PlaintextPackets, r.ConvergedS, r.DurationS, map[bool]string{true: "all checks passed", false: "CHECKS FAILED"}[r.ChecksPassed])
+					r.ThroughputRatio, r.ThroughputBridgedMbps, r.PlaintextPackets, r.ConvergedS, r.DurationS, map[bool]string{true: "all checks passed", false: "CHECKS FAILED"}[r.ChecksPassed])
 			}
 			return err
 		},

@@ -51,30 +51,48 @@ type Check struct {
 // Report is what a demo measured. JSON names are the demo's public
 // contract (`fednet lab demo --json`).
 type Report struct {
-	Sites                  int           `json:"sites"`
-	Gateways               int           `json:"gateways"`
-	Hosts                  int           `json:"hosts"`
-	WireGuard              string        `json:"wireguard"`
-	PairsTotal             int           `json:"pairs_total"`
-	PairsOK                int           `json:"pairs_ok"`
-	Matrix                 []MatrixEntry `json:"matrix"`
-	RTTOverlayMs           float64       `json:"rtt_overlay_ms"`
-	RTTUnderlayMs          float64       `json:"rtt_underlay_ms"`
-	RTTAddedMs             float64       `json:"rtt_added_ms"`
-	ThroughputOverlayMbps  float64       `json:"throughput_overlay_mbps"`
-	ThroughputUnderlayMbps float64       `json:"throughput_underlay_mbps"`
-	ThroughputRatio        float64       `json:"throughput_ratio"`
-	WirePackets            int           `json:"wire_packets"`
-	WireGuardPackets       int           `json:"wireguard_packets"`
-	NonWireGuardPackets    int           `json:"non_wireguard_packets"`
-	PlaintextPackets       int           `json:"plaintext_packets"`
-	ConvergedS             float64       `json:"converged_s"`
-	Mode                   string        `json:"mode"`
-	PropagationMs          float64       `json:"propagation_ms,omitempty"`
-	DurationS              float64       `json:"duration_s"`
-	Checks                 []Check       `json:"checks"`
-	ChecksPassed           bool          `json:"checks_passed"`
-	AddressPlan            string        `json:"address_plan"`
+	Sites      int           `json:"sites"`
+	Gateways   int           `json:"gateways"`
+	Hosts      int           `json:"hosts"`
+	WireGuard  string        `json:"wireguard"`
+	PairsTotal int           `json:"pairs_total"`
+	PairsOK    int           `json:"pairs_ok"`
+	Matrix     []MatrixEntry `json:"matrix"`
+	// IsolatedPairs counts host pairs whose sites share no network;
+	// IsolatedReached those that got a reply anyway (must be 0).
+	IsolatedPairs   int `json:"isolated_pairs"`
+	IsolatedReached int `json:"isolated_reached"`
+	// BridgedNetwork names the bridged network the layer-2 checks use;
+	// BridgedPairs* count its host pairs across sites.
+	BridgedNetwork    string `json:"bridged_network,omitempty"`
+	BridgedPairsTotal int    `json:"bridged_pairs_total"`
+	BridgedPairsOK    int    `json:"bridged_pairs_ok"`
+	// MTURouted and MTUBridged are the largest packets the MTU checks
+	// sent unfragmented across sites (the planned MTUs).
+	MTURouted              int     `json:"mtu_routed"`
+	MTUBridged             int     `json:"mtu_bridged,omitempty"`
+	RTTOverlayMs           float64 `json:"rtt_overlay_ms"`
+	RTTUnderlayMs          float64 `json:"rtt_underlay_ms"`
+	RTTAddedMs             float64 `json:"rtt_added_ms"`
+	ThroughputOverlayMbps  float64 `json:"throughput_overlay_mbps"`
+	ThroughputUnderlayMbps float64 `json:"throughput_underlay_mbps"`
+	ThroughputRatio        float64 `json:"throughput_ratio"`
+	// ThroughputBridgedMbps is TCP between bridged hosts of the first two
+	// sites; ThroughputBridgedRatio is it over ThroughputOverlayMbps
+	// (VXLAN inside WireGuard against routed WireGuard).
+	ThroughputBridgedMbps  float64 `json:"throughput_bridged_mbps"`
+	ThroughputBridgedRatio float64 `json:"throughput_bridged_ratio"`
+	WirePackets            int     `json:"wire_packets"`
+	WireGuardPackets       int     `json:"wireguard_packets"`
+	NonWireGuardPackets    int     `json:"non_wireguard_packets"`
+	PlaintextPackets       int     `json:"plaintext_packets"`
+	ConvergedS             float64 `json:"converged_s"`
+	Mode                   string  `json:"mode"`
+	PropagationMs          float64 `json:"propagation_ms,omitempty"`
+	DurationS              float64 `json:"duration_s"`
+	Checks                 []Check `json:"checks"`
+	ChecksPassed           bool    `json:"checks_passed"`
+	AddressPlan            string  `json:"address_plan"`
 }
 
 // MatrixEntry is one host-to-host result of the connectivity matrix.
@@ -104,6 +122,25 @@ func GenerateSpec(n int) (*spec.Federation, error) {
 // GenerateSpecYAML returns the YAML of GenerateSpec(n), leaving out the
 // sites named in without (as an operator removing a site would).
 func GenerateSpecYAML(n int, without ...string) (string, error) {
+	return specYAML(n, false, without)
+}
+
+// DemoSubnet is the subnet of the demo spec's bridged network.
+var DemoSubnet = netip.MustParsePrefix("192.168.50.0/24")
+
+// DemoSpecYAML returns the spec `fednet lab demo` runs on n sites (2..12):
+// GenerateSpecYAML's sites, a bridged network "lan" (id 200, DemoSubnet)
+// over every site, attached at each first gateway's port b1, and two
+// routed networks: "apps" (id 100) over every site but the last and "ops"
+// (id 101) over the first and the last. So with three sites or more, the
+// hosts of the sites between the first and the last share no network with
+// the last site's hosts, which shows that networks are isolated. With two
+// sites both routed networks span both.
+func DemoSpecYAML(n int) (string, error) {
+	return specYAML(n, true, nil)
+}
+
+func specYAML(n int, demo bool, without []string) (string, error) {
 	if n < 2 || n > 12 {
 		return "", fmt.Errorf("--sites %d: want 2 to 12", n)
 	}
@@ -126,9 +163,53 @@ func GenerateSpecYAML(n int, without ...string) (string, error) {
 			ep = fmt.Sprintf("203.0.113.%d", 10+i)
 		}
 		fmt.Fprintf(&b, "  - name: %s\n    provider: %s\n    index: %d\n    gateways:\n      - name: %s-gw\n        endpoint: %s:51820\n", name, p, idx, name, ep)
+		if demo {
+			b.WriteString("        bridgePorts: {lan: b1}\n")
+		}
 	}
-	fmt.Fprintf(&b, "networks:\n  - name: apps\n    id: 100\n    mode: routed\n    sites: [%s]\nlab:\n  hostsPerSite: 2\n", strings.Join(names, ", "))
+	all := strings.Join(names, ", ")
+	if !demo {
+		fmt.Fprintf(&b, "networks:\n  - name: apps\n    id: 100\n    mode: routed\n    sites: [%s]\nlab:\n  hostsPerSite: 2\n", all)
+		return b.String(), nil
+	}
+	apps, ops := all, all
+	if len(names) >= 3 {
+		apps = strings.Join(names[:len(names)-1], ", ")
+		ops = names[0] + ", " + names[len(names)-1]
+	}
+	fmt.Fprintf(&b, "networks:\n  - name: apps\n    id: 100\n    mode: routed\n    sites: [%s]\n", apps)
+	fmt.Fprintf(&b, "  - name: ops\n    id: 101\n    mode: routed\n    sites: [%s]\n", ops)
+	fmt.Fprintf(&b, "  - name: lan\n    id: 200\n    mode: bridged\n    subnet: %s\n    sites: [%s]\n", DemoSubnet, all)
+	b.WriteString("lab:\n  hostsPerSite: 2\n")
 	return b.String(), nil
+}
+
+// LabBridged returns the lab's bridged networks for the bridged networks of
+// f, in spec order: the lab attaches the first gateway of every member
+// site to the i-th network's segment as port b<i> (from 1), so the spec's
+// bridgePorts must name that port.
+func LabBridged(f *spec.Federation) ([]lab.BridgedNetwork, error) {
+	var out []lab.BridgedNetwork
+	for _, n := range f.Networks {
+		if n.Mode != spec.Bridged {
+			continue
+		}
+		port := fmt.Sprintf("b%d", len(out)+1)
+		if !n.Subnet.IsValid() {
+			return nil, fmt.Errorf("network %s: the lab addresses its hosts from the subnet; set subnet", n.Name)
+		}
+		for _, s := range f.Sites {
+			if !slices.Contains(n.Sites, s.Name) || len(s.Gateways) == 0 {
+				continue
+			}
+			if got := s.Gateways[0].BridgePorts[n.Name]; got != port {
+				return nil, fmt.Errorf("network %s: the lab attaches gateway %s to its segment as %s, but bridgePorts says %q; set bridgePorts: {%s: %s}",
+					n.Name, s.Gateways[0].Name, port, got, n.Name, port)
+			}
+		}
+		out = append(out, lab.BridgedNetwork{Name: n.Name, Subnet: n.Subnet, Sites: n.Sites})
+	}
+	return out, nil
 }
 
 // Run builds the lab, federates it, checks it and (unless Keep) removes it.
@@ -165,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	specYAML := cfg.SpecYAML
 	if specYAML == "" {
 		var err error
-		if specYAML, err = GenerateSpecYAML(cfg.Sites); err != nil {
+		if specYAML, err = DemoSpecYAML(cfg.Sites); err != nil {
 			return nil, err
 		}
 	}
@@ -181,8 +262,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := lab.Down(ctx, cfg.LabName); err != nil {
 		return nil, fmt.Errorf("removing an old lab %q: %w", cfg.LabName, err)
 	}
-	step("building lab %q: %d sites", cfg.LabName, len(f.Sites))
-	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: cfg.LabName, Manager: !cfg.Static})
+	bridged, err := LabBridged(f)
+	if err != nil {
+		return nil, err
+	}
+	step("building lab %q: %d sites, %d bridged networks", cfg.LabName, len(f.Sites), len(bridged))
+	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: cfg.LabName, Manager: !cfg.Static, Bridged: bridged})
 	if err != nil {
 		return nil, err
 	}
@@ -265,12 +350,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
-	pairs := CrossSitePairs(l, sites)
+	pairs, isolated := RoutedPairs(l, f)
+	var l2pairs []Pair
+	if len(bridged) > 0 {
+		r.BridgedNetwork = bridged[0].Name
+		l2pairs = BridgedPairs(l, r.BridgedNetwork)
+	}
 	cctx, cancel := context.WithTimeout(ctx, cfg.ConvergeTimeout)
-	_, convErr := WaitReachable(cctx, pairs, d.AgentsAlive)
+	_, convErr := WaitReachable(cctx, append(slices.Clone(pairs), l2pairs...), d.AgentsAlive)
 	cancel()
 	r.ConvergedS = round(time.Since(agentsStart).Seconds(), 2)
-	check("converged", convErr == nil, "every host reaches every host of the other sites %.2f s after the agents started%s", r.ConvergedS, errSuffix(convErr))
+	check("converged", convErr == nil, "every host reaches every host it shares a network with at the other sites %.2f s after the agents started%s", r.ConvergedS, errSuffix(convErr))
+	current := f // the spec the agents run now
 	if managed != nil {
 		// A change that touches every gateway: the tunnel MTU.
 		mtu := f.Overlay.UnderlayMTU - 20
@@ -288,6 +379,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.PropagationMs = round(float64(took)/float64(time.Millisecond), 1)
 		check("propagation", err == nil && affected == len(l.Gateways()), "underlayMTU %d -> %d applied by all %d affected agents %.1f ms after the API call%s",
 			f.Overlay.UnderlayMTU, mtu, affected, r.PropagationMs, errSuffix(err))
+		if err == nil {
+			if current, err = spec.Parse([]byte(changed)); err != nil {
+				return r, err
+			}
+		}
+	}
+	plans, err := Plans(current)
+	if err != nil {
+		return r, err
+	}
+	if err := followBridgedMTU(ctx, l, plans, bridged, step); err != nil {
+		return r, err
 	}
 	r.WireGuard = wireGuardKind(ctx, gwA)
 
@@ -309,7 +412,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			Sent: res[i].Sent, Received: res[i].Received, AvgMs: round(ms(res[i].Avg), 3)})
 	}
 	fmt.Fprint(out, matrixTable(l, sites, pairs, res))
-	check("connectivity", r.PairsOK == r.PairsTotal, "%d of %d host pairs across sites answer", r.PairsOK, r.PairsTotal)
+	check("connectivity", r.PairsOK == r.PairsTotal, "%d of %d host pairs across sites that share a network answer", r.PairsOK, r.PairsTotal)
+	if len(l2pairs) > 0 {
+		for _, res := range PingAll(ctx, l2pairs, 3, 100*time.Millisecond) {
+			r.BridgedPairsTotal++
+			if res.Received > 0 {
+				r.BridgedPairsOK++
+			}
+		}
+		check("bridged connectivity", r.BridgedPairsOK == r.BridgedPairsTotal, "%d of %d host pairs of bridged network %s across sites answer",
+			r.BridgedPairsOK, r.BridgedPairsTotal, r.BridgedNetwork)
+	}
 	if _, err := lab.Iperf3(ctx, hostA, hostB, hostB.LAN.Addr(), time.Second, 1); err != nil {
 		step("short transfer for the wire check failed: %v", err)
 	}
@@ -325,10 +438,33 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return r, err
 	}
+	// Bridged subnets lie outside the supernet: look for them in clear too.
+	for _, b := range bridged {
+		w, err := lab.AnalyzeWire(pcap, b.Subnet, f.Overlay.ListenPort, control...)
+		if err != nil {
+			return r, err
+		}
+		wire.Plaintext += w.Plaintext
+		wire.PlaintextSamples = append(wire.PlaintextSamples, w.PlaintextSamples...)
+	}
 	r.WirePackets, r.WireGuardPackets, r.NonWireGuardPackets, r.PlaintextPackets = wire.Packets, wire.WireGuard, wire.NonWireGuard, wire.Plaintext
 	check("wire: only WireGuard between gateways", wire.NonWireGuard == 0 && wire.WireGuard > 0,
 		"%d of %d gateway-to-gateway packets are UDP port %d%s", wire.WireGuard, wire.Gateway, f.Overlay.ListenPort, samples(wire.NonWireGuardSamples))
 	check("wire: no overlay address in clear", wire.Plaintext == 0, "%d plaintext packets in %d captured%s", wire.Plaintext, wire.Packets, samples(wire.PlaintextSamples))
+
+	r.IsolatedPairs = len(isolated)
+	if len(isolated) > 0 {
+		for _, res := range PingAll(ctx, isolated, 2, 100*time.Millisecond) {
+			if res.Received > 0 {
+				r.IsolatedReached++
+			}
+		}
+		check("isolation: routed networks", r.IsolatedReached == 0, "%d of %d host pairs whose sites share no network got a reply", r.IsolatedReached, r.IsolatedPairs)
+	}
+	if r.BridgedNetwork != "" {
+		layer2Checks(ctx, l, r.BridgedNetwork, sites, check)
+	}
+	mtuChecks(ctx, r, plans, l, hostA, hostB, check)
 
 	step("latency: %s -> %s over the overlay", hostA, hostB)
 	over, err := lab.Ping(ctx, hostA, hostB.LAN.Addr(), 20, 20*time.Millisecond)
@@ -348,6 +484,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	check("throughput", err == nil && to.Mbps > 0, "overlay %.0f Mbit/s vs underlay %.0f Mbit/s (ratio %.3f)%s",
 		r.ThroughputOverlayMbps, r.ThroughputUnderlayMbps, r.ThroughputRatio, errSuffix(err))
+	if r.BridgedNetwork != "" {
+		ba, bb := l.BridgedHosts(r.BridgedNetwork, a), l.BridgedHosts(r.BridgedNetwork, b)
+		if len(ba) > 0 && len(bb) > 0 {
+			step("throughput: %s -> %s on bridged network %s, %s", ba[0], bb[0], r.BridgedNetwork, cfg.Throughput)
+			tb, err := lab.Iperf3(ctx, ba[0], bb[0], bb[0].LAN.Addr(), cfg.Throughput, 1)
+			if err == nil {
+				r.ThroughputBridgedMbps = round(tb.Mbps, 1)
+				if r.ThroughputOverlayMbps > 0 {
+					r.ThroughputBridgedRatio = round(r.ThroughputBridgedMbps/r.ThroughputOverlayMbps, 4)
+				}
+			}
+			check("throughput: bridged", err == nil && tb.Mbps > 0, "bridged %.0f Mbit/s vs routed %.0f Mbit/s (ratio %.3f)%s",
+				r.ThroughputBridgedMbps, r.ThroughputOverlayMbps, r.ThroughputBridgedRatio, errSuffix(err))
+		}
+	}
 	check("agents running", d.AgentsAlive() == nil, "every agent still runs%s", errSuffix(d.AgentsAlive()))
 
 	r.ChecksPassed = !slices.ContainsFunc(r.Checks, func(c Check) bool { return !c.Passed })

@@ -90,8 +90,17 @@ func runDemo(t *testing.T, name string, static bool) *demo.Report {
 	if !r.ChecksPassed {
 		t.Errorf("checks failed: %+v", r.Checks)
 	}
-	if r.Sites != 3 || r.Hosts != 6 || r.PairsTotal != 24 || r.PairsOK != 24 {
-		t.Errorf("sites %d hosts %d pairs %d/%d, want 3, 6, 24/24", r.Sites, r.Hosts, r.PairsOK, r.PairsTotal)
+	// apps joins aws and azure, ops aws and onprem: 16 pairs reach, the 8
+	// between azure and onprem must not; lan bridges all three sites.
+	if r.Sites != 3 || r.Hosts != 6 || r.PairsTotal != 16 || r.PairsOK != 16 || r.IsolatedPairs != 8 || r.IsolatedReached != 0 {
+		t.Errorf("sites %d hosts %d pairs %d/%d isolated %d (%d reached), want 3, 6, 16/16, 8 (0)", r.Sites, r.Hosts, r.PairsOK, r.PairsTotal, r.IsolatedPairs, r.IsolatedReached)
+	}
+	if r.BridgedPairsTotal != 24 || r.BridgedPairsOK != 24 || r.ThroughputBridgedMbps <= 0 {
+		t.Errorf("bridged pairs %d/%d, throughput %.1f Mbit/s; want 24/24 and a figure", r.BridgedPairsOK, r.BridgedPairsTotal, r.ThroughputBridgedMbps)
+	}
+	// The bridged network pays VXLAN's 50 bytes inside the tunnel.
+	if r.MTURouted == 0 || r.MTUBridged != r.MTURouted-50 {
+		t.Errorf("MTU routed %d, bridged %d; want bridged = routed - 50", r.MTURouted, r.MTUBridged)
 	}
 	if r.PlaintextPackets != 0 || r.NonWireGuardPackets != 0 || r.WireGuardPackets == 0 {
 		t.Errorf("wire: %d plaintext, %d non-WireGuard, %d WireGuard packets", r.PlaintextPackets, r.NonWireGuardPackets, r.WireGuardPackets)
@@ -106,7 +115,8 @@ func runDemo(t *testing.T, name string, static bool) *demo.Report {
 	var fields map[string]any
 	json.Unmarshal(b, &fields)
 	for _, k := range []string{"sites", "pairs_total", "pairs_ok", "rtt_overlay_ms", "rtt_underlay_ms", "throughput_overlay_mbps",
-		"throughput_underlay_mbps", "plaintext_packets", "converged_s", "checks_passed"} {
+		"throughput_underlay_mbps", "throughput_bridged_mbps", "throughput_bridged_ratio", "mtu_routed", "mtu_bridged", "isolated_pairs",
+		"plaintext_packets", "converged_s", "checks_passed"} {
 		if _, ok := fields[k]; !ok {
 			t.Errorf("report JSON lacks %q", k)
 		}

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -228,4 +229,46 @@ func WaitReachable(ctx context.Context, pairs []Pair, check func() error) (time.
 func Unreachable(ctx context.Context, from *lab.Node, to netip.Addr, count int) bool {
 	r, err := lab.Ping(ctx, from, to, count, 200*time.Millisecond)
 	return err != nil || r.Received == 0
+}
+
+// RoutedPairs splits the host pairs of different sites of l by the routed
+// networks of f: reach holds the pairs whose sites share one (they must
+// answer each other), isolated the pairs whose sites share none (their
+// packets must be dropped). Both are in a stable order.
+func RoutedPairs(l *lab.Lab, f *spec.Federation) (reach, isolated []Pair) {
+	share := func(a, b string) bool {
+		for _, n := range f.Networks {
+			if n.Mode == spec.Routed && slices.Contains(n.Sites, a) && slices.Contains(n.Sites, b) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range CrossSitePairs(l, l.Sites()) {
+		if share(p.From.Site, p.To.Site) {
+			reach = append(reach, p)
+		} else {
+			isolated = append(isolated, p)
+		}
+	}
+	return reach, isolated
+}
+
+// BridgedPairs returns every pair of hosts of a lab bridged network at
+// different sites, in a stable order.
+func BridgedPairs(l *lab.Lab, network string) []Pair {
+	var out []Pair
+	for _, a := range l.Sites() {
+		for _, b := range l.Sites() {
+			if a == b {
+				continue
+			}
+			for _, ha := range l.BridgedHosts(network, a) {
+				for _, hb := range l.BridgedHosts(network, b) {
+					out = append(out, Pair{From: ha, To: hb})
+				}
+			}
+		}
+	}
+	return out
 }

@@ -180,3 +180,154 @@ func Plans(f *spec.Federation) (map[string]plan.Gateway, error) {
 	}
 	return out, nil
 }
+
+// checkFunc records one pass/fail check of the demo.
+type checkFunc func(name string, ok bool, format string, args ...any)
+
+// bridgeMTU returns the MTU the plans give bridged network name, or 0.
+func bridgeMTU(plans map[string]plan.Gateway, name string) int {
+	for _, g := range plans {
+		for _, b := range g.Bridges {
+			if b.Network == name {
+				return b.MTU
+			}
+		}
+	}
+	return 0
+}
+
+// followBridgedMTU gives the hosts of the lab's bridged networks the MTU
+// the current plans compute, as an operator's DHCP (option 26) would: after
+// an underlay MTU change the network MTU shrinks, and hosts left at the old
+// one would lose their largest frames at the bridge without an error.
+func followBridgedMTU(ctx context.Context, l *lab.Lab, plans map[string]plan.Gateway, bridged []lab.BridgedNetwork, step func(string, ...any)) error {
+	for _, b := range bridged {
+		mtu := bridgeMTU(plans, b.Name)
+		if mtu == 0 || l.BridgedMTU(b.Name) == mtu {
+			continue
+		}
+		step("bridged network %s: the plan's MTU is now %d; hosts get it (as DHCP option 26 would on renewal)", b.Name, mtu)
+		if err := l.SetBridgedMTU(ctx, b.Name, mtu); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// broadcastAddr returns the IPv4 broadcast address of p.
+func broadcastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().As4()
+	for i := p.Bits(); i < 32; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	return netip.AddrFrom4(b)
+}
+
+// layer2Checks runs the demo's checks of a bridged network between its
+// first host at the first site and the hosts of the other sites: ARP,
+// IPv4 broadcast, IPv6 link-local unicast (neighbor discovery) and IPv6
+// all-nodes multicast.
+func layer2Checks(ctx context.Context, l *lab.Lab, network string, sites []string, check checkFunc) {
+	var from *lab.Node
+	var others []*lab.Node
+	for _, s := range sites {
+		hosts := l.BridgedHosts(network, s)
+		if from == nil && len(hosts) > 0 {
+			from, hosts = hosts[0], hosts[1:]
+		}
+		for _, h := range hosts {
+			if h.Site != from.Site {
+				others = append(others, h)
+			}
+		}
+	}
+	if from == nil || len(others) == 0 {
+		check("layer 2", false, "bridged network %s has no hosts at two sites", network)
+		return
+	}
+	to := others[0]
+
+	// ARP: a fresh resolution of a host at another site.
+	mac, err := MAC(ctx, to)
+	var got string
+	if err == nil {
+		err = FlushNeighbors(ctx, from)
+	}
+	if err == nil {
+		_, err = lab.Ping(ctx, from, to.LAN.Addr(), 1, 200*time.Millisecond)
+	}
+	if err == nil {
+		got, err = Neighbor(ctx, from, to.LAN.Addr())
+	}
+	check("ARP across sites", err == nil && got == mac, "%s (site %s) resolved %s of %s (site %s) to %s; its MAC is %s%s",
+		from, from.Site, to.LAN.Addr(), to, to.Site, got, mac, errSuffix(err))
+
+	count := func(a Answers, addr func(*lab.Node) netip.Addr) int {
+		n := 0
+		for _, h := range others {
+			if a.By[addr(h)] > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	bcast := broadcastAddr(from.LAN)
+	ans, err := Responders(ctx, from, bcast)
+	n := count(ans, func(h *lab.Node) netip.Addr { return h.LAN.Addr() })
+	check("broadcast across sites", err == nil && n == len(others), "ping -b %s from %s answered by %d of the %d hosts at other sites%s",
+		bcast, from, n, len(others), errSuffix(err))
+
+	lls := map[*lab.Node]netip.Addr{}
+	for _, h := range others {
+		if lls[h], err = LinkLocal(ctx, h); err != nil {
+			break
+		}
+	}
+	var pr lab.PingResult
+	if err == nil {
+		pr, err = lab.Ping(ctx, from, lls[to], 3, 100*time.Millisecond)
+	}
+	got = ""
+	if err == nil {
+		got, err = Neighbor(ctx, from, lls[to])
+	}
+	check("IPv6 link-local across sites", err == nil && pr.Received == pr.Sent && got == mac, "ping %s (%s, site %s) from %s: %d/%d replies; neighbor discovery resolved it to %s%s",
+		lls[to], to, to.Site, from, pr.Received, pr.Sent, got, errSuffix(err))
+
+	group := netip.MustParseAddr("ff02::1").WithZone(lab.HostInterface)
+	if err == nil {
+		ans, err = Responders(ctx, from, group)
+	}
+	n = count(ans, func(h *lab.Node) netip.Addr { return lls[h].WithZone("") })
+	check("IPv6 multicast across sites", err == nil && n == len(others), "ping %s from %s answered by %d of the %d hosts at other sites%s",
+		group, from, n, len(others), errSuffix(err))
+}
+
+// mtuChecks sends the largest unfragmented ping (don't fragment, MTU − 28
+// bytes of data) from hostA to hostB on the routed network and between
+// the bridged hosts of the same sites, and one byte more, which must be
+// refused where the host sees it, never lost silently.
+func mtuChecks(ctx context.Context, r *Report, plans map[string]plan.Gateway, l *lab.Lab, hostA, hostB *lab.Node, check checkFunc) {
+	pa := plans[l.SiteGateways(hostA.Site)[0].Name]
+	pb := plans[l.SiteGateways(hostB.Site)[0].Name]
+	r.MTURouted = min(pa.Interface.MTU, pb.Interface.MTU)
+	boundary := func(name string, from, to *lab.Node, mtu int) {
+		fit, err := PingDF(ctx, from, to.LAN.Addr(), mtu-28, 2)
+		var over Oversize
+		if err == nil {
+			over, err = PingDF(ctx, from, to.LAN.Addr(), mtu-27, 2)
+		}
+		check(name, err == nil && fit.Replied && !over.Replied && over.Refused, "%s -> %s with DF: %d bytes %s; %d bytes %s%s",
+			from, to, mtu, fit, mtu+1, over, errSuffix(err))
+	}
+	boundary("MTU: routed", hostA, hostB, r.MTURouted)
+	if r.BridgedNetwork == "" {
+		return
+	}
+	ba, bb := l.BridgedHosts(r.BridgedNetwork, hostA.Site), l.BridgedHosts(r.BridgedNetwork, hostB.Site)
+	if len(ba) == 0 || len(bb) == 0 {
+		return
+	}
+	r.MTUBridged = bridgeMTU(plans, r.BridgedNetwork)
+	boundary("MTU: bridged", ba[0], bb[0], r.MTUBridged)
+}

@@ -39,28 +39,10 @@ func bridgedLab(t *testing.T, ctx context.Context, name string, f *spec.Federati
 	return staticLabOf(t, ctx, lab.Config{Federation: f, Name: name, Bridged: bridged}, func(l *lab.Lab) []demo.Pair {
 		var pairs []demo.Pair
 		for _, n := range networks {
-			pairs = append(pairs, bridgedPairs(l, n, l.Sites())...)
+			pairs = append(pairs, demo.BridgedPairs(l, n)...)
 		}
 		return pairs
 	})
-}
-
-// bridgedPairs returns every pair of hosts of network at different sites.
-func bridgedPairs(l *lab.Lab, network string, sites []string) []demo.Pair {
-	var out []demo.Pair
-	for _, a := range sites {
-		for _, b := range sites {
-			if a == b {
-				continue
-			}
-			for _, ha := range l.BridgedHosts(network, a) {
-				for _, hb := range l.BridgedHosts(network, b) {
-					out = append(out, demo.Pair{From: ha, To: hb})
-				}
-			}
-		}
-	}
-	return out
 }
 
 func readExample(t *testing.T, name string) *spec.Federation {
@@ -283,7 +265,7 @@ func TestBridgedSameSubnetIsolated(t *testing.T) {
 		if err := demo.FlushNeighbors(ctx, from); err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range bridgedPairs(l, n, l.Sites()) {
+		for _, p := range demo.BridgedPairs(l, n) {
 			if p.From != from {
 				continue
 			}
