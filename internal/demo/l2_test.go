@@ -418,8 +418,10 @@ func vxlanFrames(path string, macs map[string]map[string]bool, vni map[string]ui
 // ping (don't fragment, MTU − 28 bytes of data) crosses sites on the routed
 // and the bridged network, and one byte more is refused where the host can
 // see it (an ICMP "fragmentation needed" from the gateway, or its own
-// interface), never silently lost; and TCP runs at full size without
-// fragments because the gateways clamp the MSS.
+// interface), never silently lost; TCP runs at full size without
+// fragments because the gateways clamp the MSS; and behind a far segment
+// narrower than the tunnel, the far gateway's ICMP error crosses the tunnel
+// and the near gateway's firewall back to the sender.
 func TestMTUBoundary(t *testing.T) {
 	needRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -534,6 +536,36 @@ func TestMTUBoundary(t *testing.T) {
 		t.Logf("iperf3 %s; %s: %d fragments created, %d ICMP unreachable sent", tp, gwA, frags, unreach)
 		if tp.Mbps <= 0 || frags != 0 || unreach != 0 {
 			t.Errorf("TCP over the tunnel: %s, %d fragments created and %d ICMP unreachable sent by %s; want a transfer with neither", tp, frags, unreach, gwA)
+		}
+	})
+
+	// A segment narrower than the tunnel at the far site: the far gateway
+	// answers with "fragmentation needed", which must come back through
+	// the tunnel and the near gateway's firewall (a related packet from
+	// a transit address, which no flow rule admits), and TCP must adapt.
+	// Runs last: it narrows gwB's LAN port for good.
+	t.Run("remote ICMP", func(t *testing.T) {
+		const narrow = 1300
+		if _, err := gwB.Run(ctx, "ip", "link", "set", "dev", lab.LANInterface, "mtu", strconv.Itoa(narrow)); err != nil {
+			t.Fatal(err)
+		}
+		from, to := l.Hosts(a)[1], l.Hosts(b)[1] // no path MTU cached yet
+		over, err := demo.PingDF(ctx, from, to.LAN.Addr(), routedMTU-28, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fit, err := demo.PingDF(ctx, from, to.LAN.Addr(), narrow-28, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s -> %s behind a %d-byte segment: %d bytes: %s; %d bytes: %s", from, to, narrow, routedMTU, over, narrow, fit)
+		if over.Replied || !strings.Contains(over.Detail, fmt.Sprintf("mtu = %d", narrow)) || !fit.Replied {
+			t.Errorf("%s -> %s: %d bytes %s, %d bytes %s; want the far gateway's \"Frag needed (mtu = %d)\" and replies at %d",
+				from, to, routedMTU, over, narrow, fit, narrow, narrow)
+		}
+		tp, err := lab.Iperf3(ctx, from, to, to.LAN.Addr(), time.Second, 1)
+		if err != nil || tp.Mbps <= 0 {
+			t.Errorf("TCP to a host behind the narrower segment: %v %v", tp, err)
 		}
 	})
 }
