@@ -28,8 +28,11 @@ const (
 	PathSites       = "/v1/sites"
 	PathLinks       = "/v1/links"
 	PathNetworks    = "/v1/networks"
-	PathFederation  = "/v1/status" // GET: the one-screen overview of `fednet status`
-	MaxRequestBytes = 1 << 20      // request bodies above this get 413
+	PathFederation  = "/v1/status"              // GET: the one-screen overview of `fednet status`
+	PathHosts       = "/v1/hosts"               // GET (admin): list; POST: join, authenticated by a host token
+	PathHost        = "/v1/hosts/{name}"        // GET, DELETE (leave): the host's credential or the admin token
+	PathHostTunnel  = "/v1/hosts/{name}/tunnel" // GET ?after=GENERATION&timeout=30s: long poll (the host's credential)
+	MaxRequestBytes = 1 << 20                   // request bodies above this get 413
 )
 
 // Authentication: every call but enrollment and /openapi.yaml carries
@@ -101,9 +104,13 @@ type Revision struct {
 	Networks int       `json:"networks"`
 }
 
-// TokenRequest is the body of POST /v1/tokens.
+// TokenRequest is the body of POST /v1/tokens: either Gateway (a join
+// token for a gateway) or Site and Network (a host token: it lets one host
+// of that site join that bridged network through a neighbor tunnel).
 type TokenRequest struct {
-	Gateway string `json:"gateway"`
+	Gateway string `json:"gateway,omitempty"`
+	Site    string `json:"site,omitempty"`
+	Network string `json:"network,omitempty"`
 	// TTL is a Go duration ("1h"); default 1h, at most 168h.
 	TTL string `json:"ttl,omitempty"`
 }
@@ -112,7 +119,9 @@ type TokenRequest struct {
 // in the response of its creation.
 type Token struct {
 	ID      string    `json:"id"`
-	Gateway string    `json:"gateway"`
+	Gateway string    `json:"gateway,omitempty"`
+	Site    string    `json:"site,omitempty"`
+	Network string    `json:"network,omitempty"`
 	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires"`
 	Used    bool      `json:"used"`
@@ -265,4 +274,46 @@ type Overview struct {
 	Generation int64     `json:"generation"`
 	Gateways   []Gateway `json:"gateways"`
 	Links      []Link    `json:"links"`
+}
+
+// HostJoinRequest is the body of POST /v1/hosts (fednet host join).
+type HostJoinRequest struct {
+	// Name is the host's name, unique among hosts: 1 to 63 lowercase
+	// letters, digits and '-'. Joining again under the same name (with a
+	// new token) replaces the host and keeps its slot.
+	Name string `json:"name"`
+	// Address is the host's address on its site's LAN, inside one of the
+	// site's prefixes: the tunnel's far end on the gateway.
+	Address netip.Addr `json:"address"`
+}
+
+// HostJoinResponse answers a join.
+type HostJoinResponse struct {
+	Host string `json:"host"`
+	// Credential is the host's bearer token from now on (tunnel watch,
+	// leave).
+	Credential string `json:"credential"`
+	HostTunnelResponse
+}
+
+// HostTunnelResponse answers the tunnel watch: what the host sets up.
+type HostTunnelResponse struct {
+	// Generation is that of the host's gateway's plan, which the tunnel
+	// comes from.
+	Generation int64           `json:"generation"`
+	Tunnel     plan.HostTunnel `json:"tunnel"`
+}
+
+// Host is the read model of a joined host.
+type Host struct {
+	Name    string     `json:"name"`
+	Site    string     `json:"site"`
+	Network string     `json:"network"`
+	Address netip.Addr `json:"address"`
+	Slot    int        `json:"slot"`
+	// UDPPort is the tunnel's port (4790 + slot); Gateway the gateway at
+	// its far end.
+	UDPPort int       `json:"udpPort"`
+	Gateway string    `json:"gateway"`
+	Joined  time.Time `json:"joined"`
 }

@@ -609,25 +609,47 @@ manager) and a secret. Treat it as a password until it is used.`,
 
 func newTokenCreateCmd() *cobra.Command {
 	var cf connFlags
-	var gateway string
+	var gateway, site, network string
 	var ttl time.Duration
 	cmd := &cobra.Command{
-		Use:   "create --gateway NAME [--ttl 1h]",
-		Short: "Create a one-time join token for a gateway and print it",
+		Use:   "create (--gateway NAME | --site SITE --network NETWORK) [--ttl 1h]",
+		Short: "Create a one-time join token for a gateway (or a host) and print it",
 		Long: `Create prints the join token alone on standard output, so that
 $(fednet token create ...) captures it; what to do with it goes to standard
-error. The gateway must be in the current spec.`,
+error. The gateway must be in the current spec.
+
+With --site and --network instead of --gateway it makes a host token: it lets
+one host of SITE (a site with fabric: dropsUnknownMACs) join the bridged
+NETWORK through a neighbor tunnel, with "fednet host join" (docs/neighbors.md).`,
 		Example: `  fednet token create --gateway aws-gw
-  ssh aws-gw fednet agent --data-dir /var/lib/fednet --token "$(fednet token create --gateway aws-gw --ttl 10m)"`,
+  ssh aws-gw fednet agent --data-dir /var/lib/fednet --token "$(fednet token create --gateway aws-gw --ttl 10m)"
+  fednet token create --site aws-eu --network lan > lan.token   # a host token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if gateway == "" {
-				return errors.New("--gateway NAME is required: the gateway (from the spec) the token enrolls")
+			host := site != "" || network != ""
+			switch {
+			case gateway == "" && !host:
+				return errors.New("--gateway NAME is required: the gateway (from the spec) the token enrolls; or --site and --network for a host token")
+			case gateway != "" && host:
+				return errors.New("give --gateway (a gateway's token) or --site and --network (a host token), not both")
+			case host && (site == "" || network == ""):
+				return errors.New("a host token needs both --site SITE and --network NETWORK")
 			}
 			if ttl < 0 {
 				return fmt.Errorf("--ttl %v: give a positive duration such as 1h (at most 168h)", ttl)
 			}
 			return managerCall(&cf, func(c *client.Client) error {
+				if host {
+					tok, err := c.CreateHostToken(cmd.Context(), site, network, ttl)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), tok.Token)
+					fmt.Fprintf(cmd.ErrOrStderr(), "host token %s for a host of site %s on network %s, valid once until %s; on the host run:\n"+
+						"  fednet host join --network %s --token-file FILE\n",
+						tok.ID, tok.Site, tok.Network, tok.Expires.Local().Format(time.DateTime), tok.Network)
+					return nil
+				}
 				tok, err := c.CreateToken(cmd.Context(), gateway, ttl)
 				if err != nil {
 					return err
@@ -641,6 +663,8 @@ error. The gateway must be in the current spec.`,
 		},
 	}
 	cmd.Flags().StringVar(&gateway, "gateway", "", "gateway the token enrolls")
+	cmd.Flags().StringVar(&site, "site", "", "host token: the site of the host (fabric: dropsUnknownMACs)")
+	cmd.Flags().StringVar(&network, "network", "", "host token: the bridged network the host joins")
 	cmd.Flags().DurationVar(&ttl, "ttl", 0, "how long the token is valid (default: the manager's, 1h; at most 168h)")
 	cf.add(cmd)
 	return cmd
@@ -674,9 +698,13 @@ func newTokenListCmd() *cobra.Command {
 				}
 				now := time.Now()
 				tw := newTable(cmd.OutOrStdout())
-				fmt.Fprintln(tw, "ID\tGATEWAY\tSTATE\tEXPIRES")
+				fmt.Fprintln(tw, "ID\tFOR\tSTATE\tEXPIRES")
 				for _, t := range toks {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, t.Gateway, tokenState(t, now), t.Expires.Local().Format(time.DateTime))
+					what := t.Gateway
+					if what == "" {
+						what = "host of " + t.Site + " on " + t.Network
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, what, tokenState(t, now), t.Expires.Local().Format(time.DateTime))
 				}
 				return tw.Flush()
 			})

@@ -61,6 +61,20 @@ func (c *Client) CreateToken(ctx context.Context, gateway string, ttl time.Durat
 	return &out, nil
 }
 
+// CreateHostToken creates a one-time host token: it lets one host of site
+// join the bridged network through a neighbor tunnel (JoinHost).
+func (c *Client) CreateHostToken(ctx context.Context, site, network string, ttl time.Duration) (*api.Token, error) {
+	req := api.TokenRequest{Site: site, Network: network}
+	if ttl > 0 {
+		req.TTL = ttl.String()
+	}
+	var out api.Token
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: api.PathTokens, body: req}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Tokens lists the join tokens (without their secrets).
 func (c *Client) Tokens(ctx context.Context) ([]api.Token, error) {
 	var out []api.Token
@@ -95,21 +109,27 @@ func (c *Client) Enroll(ctx context.Context, secret string, req api.EnrollReques
 // answers 204). timeout 0 takes the manager's default. The request is
 // bounded by timeout plus the client's timeout.
 func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, timeout time.Duration) (resp *api.PlanResponse, changed bool, err error) {
+	var out api.PlanResponse
+	if changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, &out); !changed {
+		return nil, false, err
+	}
+	return &out, true, nil
+}
+
+// watch long-polls path with ?after and ?timeout, decoding a 200 answer
+// into out; changed is false when the manager answered 204.
+func (c *Client) watch(ctx context.Context, path string, after int64, timeout time.Duration, out any) (changed bool, err error) {
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
 	if timeout > 0 {
 		q.Set("timeout", formatDuration(timeout))
 	}
-	r := request{method: http.MethodGet, path: gatewayPath(api.PathPlan, gateway), query: q}
+	r := request{method: http.MethodGet, path: path, query: q}
 	r.timeout = c.timeout + max(timeout, 30*time.Second)
-	var out api.PlanResponse
-	status, err := c.do(ctx, r, &out)
+	status, err := c.do(ctx, r, out)
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
-	if status == http.StatusNoContent {
-		return nil, false, nil
-	}
-	return &out, true, nil
+	return status != http.StatusNoContent, nil
 }
 
 // PutStatus sends a gateway's status report.
@@ -182,4 +202,40 @@ func (c *Client) Overview(ctx context.Context) (*api.Overview, error) {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// JoinHost joins a host with a host token's secret (not the client's
+// token): it returns the host's credential and its tunnel.
+func (c *Client) JoinHost(ctx context.Context, secret string, req api.HostJoinRequest) (*api.HostJoinResponse, error) {
+	if secret == "" {
+		return nil, errors.New("joining: the host token secret is empty")
+	}
+	var out api.HostJoinResponse
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: api.PathHosts, body: req, token: secret}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WatchHostTunnel long-polls the tunnel of host (with the host's
+// credential), like WatchPlan.
+func (c *Client) WatchHostTunnel(ctx context.Context, host string, after int64, timeout time.Duration) (resp *api.HostTunnelResponse, changed bool, err error) {
+	var out api.HostTunnelResponse
+	if changed, err = c.watch(ctx, gatewayPath(api.PathHostTunnel, host), after, timeout, &out); !changed {
+		return nil, false, err
+	}
+	return &out, true, nil
+}
+
+// LeaveHost takes host out (its own credential or the admin token).
+func (c *Client) LeaveHost(ctx context.Context, host string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: gatewayPath(api.PathHost, host)}, nil)
+	return err
+}
+
+// Hosts lists the joined hosts (admin).
+func (c *Client) Hosts(ctx context.Context) ([]api.Host, error) {
+	var out []api.Host
+	_, err := c.do(ctx, request{method: http.MethodGet, path: api.PathHosts}, &out)
+	return out, err
 }

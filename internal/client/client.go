@@ -400,7 +400,7 @@ func codeFor(status int) string {
 	return strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "_")
 }
 
-// gatewayPath fills {name} of a gateway path.
+// gatewayPath fills {name} of p (a gateway or host name).
 func gatewayPath(p, name string) string {
 	return strings.Replace(p, "{name}", url.PathEscape(name), 1)
 }

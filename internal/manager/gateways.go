@@ -24,38 +24,68 @@ const (
 // own generation: the manager's state was reset), else when the plan
 // changes, or 204 when ?timeout passes first.
 func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r, "after", "timeout"); err != nil {
+	wp, err := parseWatch(r)
+	if err != nil {
 		return err
 	}
+	name := r.PathValue("name")
+	return m.watch(w, r, wp, func(st *state) (int64, func() error, error) {
+		p, ok := st.plans[name]
+		if !ok {
+			return 0, nil, noPlan(st, name)
+		}
+		return p.Generation, func() error { return writePlan(w, p, st.gateways[name].RotateRequested) }, nil
+	})
+}
+
+// watchParams are a long poll's query parameters: ?after=GENERATION (none:
+// answer at once) and ?timeout.
+type watchParams struct {
+	after    int64
+	hasAfter bool
+	timeout  time.Duration
+}
+
+func parseWatch(r *http.Request) (watchParams, error) {
+	wp := watchParams{timeout: DefaultWatchTimeout}
+	if err := checkQuery(r, "after", "timeout"); err != nil {
+		return wp, err
+	}
 	q := r.URL.Query()
-	var after int64
-	hasAfter := q.Has("after")
-	if hasAfter {
+	if wp.hasAfter = q.Has("after"); wp.hasAfter {
 		var err error
-		after, err = strconv.ParseInt(q.Get("after"), 10, 64)
-		if err != nil || after < 0 {
-			return fail(http.StatusBadRequest, "after", "query parameter after=%q: want a generation, a whole number of 0 or more", q.Get("after"))
+		wp.after, err = strconv.ParseInt(q.Get("after"), 10, 64)
+		if err != nil || wp.after < 0 {
+			return wp, fail(http.StatusBadRequest, "after", "query parameter after=%q: want a generation, a whole number of 0 or more", q.Get("after"))
 		}
 	}
-	timeout := DefaultWatchTimeout
 	if q.Has("timeout") {
 		var err error
-		if timeout, err = parseTimeout(q.Get("timeout")); err != nil {
-			return err
+		if wp.timeout, err = parseTimeout(q.Get("timeout")); err != nil {
+			return wp, err
 		}
 	}
-	name := r.PathValue("name")
-	timer := time.NewTimer(timeout)
+	return wp, nil
+}
+
+// watch answers a long poll: poll looks at a state and returns the
+// generation of what the caller watches and how to answer with it (or an
+// error to answer). It answers at once without ?after, when the
+// generation is above after, or when after is ahead of the state (a
+// manager that lost state); otherwise it waits for a change, the timeout
+// (204), the server draining or the client leaving (204).
+func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, poll func(*state) (int64, func() error, error)) error {
+	timer := time.NewTimer(wp.timeout)
 	defer timer.Stop()
 	drain := drainOf(r.Context())
 	for {
 		st, changed := m.snapshot()
-		p, ok := st.plans[name]
-		if !ok {
-			return noPlan(st, name)
+		gen, answer, err := poll(st)
+		if err != nil {
+			return err
 		}
-		if !hasAfter || p.Generation > after || after > st.gen {
-			return writePlan(w, p, st.gateways[name].RotateRequested)
+		if !wp.hasAfter || gen > wp.after || wp.after > st.gen {
+			return answer()
 		}
 		m.watchers.Add(1)
 		select {

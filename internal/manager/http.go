@@ -78,6 +78,13 @@ func (m *Manager) routes() []route {
 		{"GET", api.PathLinks, authAdmin, m.getLinks},
 		{"GET", api.PathNetworks, authAdmin, m.getNetworks},
 		{"GET", api.PathFederation, authAdmin, m.getOverview},
+		// Hosts authenticate in their handlers: a host token to join, the
+		// host's credential or the admin token afterwards.
+		{"GET", api.PathHosts, authAdmin, m.getHosts},
+		{"POST", api.PathHosts, authNone, m.postHost},
+		{"GET", api.PathHost, authNone, m.getHost},
+		{"DELETE", api.PathHost, authNone, m.deleteHost},
+		{"GET", api.PathHostTunnel, authNone, m.getHostTunnel},
 	}
 }
 

@@ -148,7 +148,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Gateway": api.Gateway{}, "Site": api.Site{}, "Link": api.Link{}, "Network": api.Network{}, "Overview": api.Overview{},
 		"Plan": plan.Gateway{}, "PlanInterface": plan.Interface{}, "PlanPeer": plan.Peer{}, "PlanRoute": plan.Route{},
 		"PlanFirewall": plan.Firewall{}, "PlanFlow": plan.Flow{}, "PlanBridge": plan.Bridge{},
-		"PlanNeighbor": plan.Neighbor{}, "PlanNeighborRule": plan.NeighborRule{},
+		"PlanNeighbor": plan.Neighbor{}, "HostJoinRequest": api.HostJoinRequest{}, "HostTunnelResponse": api.HostTunnelResponse{},
+		"HostTunnel": plan.HostTunnel{}, "Host": api.Host{}, "PlanNeighborRule": plan.NeighborRule{},
 	}
 	for name, v := range types {
 		s, ok := doc.Components.Schemas[name]

@@ -21,6 +21,7 @@ type state struct {
 	fed      *spec.Federation // nil while no spec was ever stored
 	gen      int64
 	gateways map[string]store.Gateway
+	hosts    map[string]store.Host
 	plans    map[string]planEntry
 }
 
@@ -34,6 +35,7 @@ type planEntry struct {
 func (st *state) clone() *state {
 	c := *st
 	c.gateways = maps.Clone(st.gateways)
+	c.hosts = maps.Clone(st.hosts)
 	c.plans = maps.Clone(st.plans)
 	return &c
 }
@@ -59,7 +61,7 @@ func (m *Manager) publish(st *state) {
 // difference (a newer planner may plan differently), so that the plans
 // served are always those of the current spec and keys.
 func (m *Manager) load(ctx context.Context) error {
-	st := &state{gateways: map[string]store.Gateway{}, plans: map[string]planEntry{}}
+	st := &state{gateways: map[string]store.Gateway{}, hosts: map[string]store.Host{}, plans: map[string]planEntry{}}
 	rev, err := m.store.Spec(ctx)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -81,6 +83,13 @@ func (m *Manager) load(ctx context.Context) error {
 	}
 	for _, g := range gws {
 		st.gateways[g.Name] = g
+	}
+	hosts, err := m.store.Hosts(ctx)
+	if err != nil {
+		return fmt.Errorf("loading state: %w", err)
+	}
+	for _, h := range hosts {
+		st.hosts[h.Name] = h
 	}
 	plans, err := m.store.Plans(ctx)
 	if err != nil {
@@ -153,7 +162,7 @@ func preview(u *update, cur *state) (result, error) {
 	var computed []plan.Gateway
 	if next.fed != nil {
 		var err error
-		if computed, err = plan.Compute(next.fed, inputs(next.gateways)); err != nil {
+		if computed, err = plan.Compute(next.fed, inputs(next.gateways, next.hosts)); err != nil {
 			return res, &planError{err}
 		}
 	}
@@ -194,8 +203,9 @@ func preview(u *update, cur *state) (result, error) {
 	return res, nil
 }
 
-// inputs are the planner's inputs from the gateways the manager knows.
-func inputs(gws map[string]store.Gateway) plan.Inputs {
+// inputs are the planner's inputs from the gateways and hosts the manager
+// knows.
+func inputs(gws map[string]store.Gateway, hosts map[string]store.Host) plan.Inputs {
 	in := plan.Inputs{PublicKeys: map[string]plan.Key{}, Removed: map[string]bool{}}
 	for name, g := range gws {
 		if g.Removed {
@@ -203,6 +213,9 @@ func inputs(gws map[string]store.Gateway) plan.Inputs {
 		} else if !g.PublicKey.IsZero() {
 			in.PublicKeys[name] = g.PublicKey
 		}
+	}
+	for _, h := range slices.Sorted(maps.Keys(hosts)) {
+		in.Hosts = append(in.Hosts, planHost(hosts[h]))
 	}
 	return in
 }
@@ -217,7 +230,8 @@ func (m *Manager) commit(ctx context.Context, u *update) (result, error) {
 		return res, err
 	}
 	c := u.change
-	if len(c.Plans) == 0 && len(c.DeletePlans) == 0 && len(c.Gateways) == 0 && c.Spec == nil && c.UseToken == nil && len(c.RevokeTokensOf) == 0 {
+	if len(c.Plans) == 0 && len(c.DeletePlans) == 0 && len(c.Gateways) == 0 && c.Spec == nil && c.UseToken == nil && len(c.RevokeTokensOf) == 0 &&
+		len(c.Hosts) == 0 && len(c.DeleteHosts) == 0 {
 		return res, nil
 	}
 	if err := m.store.Commit(ctx, c); err != nil {

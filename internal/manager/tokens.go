@@ -22,10 +22,12 @@ const (
 )
 
 func apiToken(t store.Token) api.Token {
-	return api.Token{ID: t.ID, Gateway: t.Gateway, Created: t.Created, Expires: t.Expires, Used: !t.Used.IsZero(), Revoked: t.Revoked}
+	return api.Token{ID: t.ID, Gateway: t.Gateway, Site: t.Site, Network: t.Network, Created: t.Created, Expires: t.Expires, Used: !t.Used.IsZero(), Revoked: t.Revoked}
 }
 
-// postToken creates a join token for a gateway of the current spec.
+// postToken creates a join token for a gateway of the current spec, or a
+// host token for hosts of a site to join a bridged network through
+// neighbor tunnels.
 func (m *Manager) postToken(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
@@ -34,8 +36,16 @@ func (m *Manager) postToken(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &req, false, ""); err != nil {
 		return err
 	}
-	if req.Gateway == "" {
-		return fail(http.StatusBadRequest, "gateway", "field gateway is required: the name of the gateway (in the spec) this token enrolls")
+	host := req.Gateway == "" && (req.Site != "" || req.Network != "")
+	switch {
+	case req.Gateway == "" && !host:
+		return fail(http.StatusBadRequest, "gateway", "field gateway is required: the name of the gateway (in the spec) this token enrolls; or, for a host token, fields site and network")
+	case req.Gateway != "" && (req.Site != "" || req.Network != ""):
+		return fail(http.StatusBadRequest, "gateway", "give gateway (a gateway's join token) or site and network (a host token), not both")
+	case host && req.Site == "":
+		return fail(http.StatusBadRequest, "site", "a host token needs field site: the site (fabric: dropsUnknownMACs) whose host joins")
+	case host && req.Network == "":
+		return fail(http.StatusBadRequest, "network", "a host token needs field network: the bridged network the host joins")
 	}
 	ttl := DefaultTokenTTL
 	if req.TTL != "" {
@@ -49,7 +59,11 @@ func (m *Manager) postToken(w http.ResponseWriter, r *http.Request) error {
 		ttl = d
 	}
 	st, _ := m.snapshot()
-	if err := inSpec(st, req.Gateway, "gateway"); err != nil {
+	if host {
+		if err := hostTarget(st, req.Site, req.Network); err != nil {
+			return err
+		}
+	} else if err := inSpec(st, req.Gateway, "gateway"); err != nil {
 		return err
 	}
 	id, err := randomID()
@@ -61,11 +75,11 @@ func (m *Manager) postToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := m.now()
-	t := store.Token{ID: id, Gateway: req.Gateway, SecretHash: store.HashSecret(secret), Created: now, Expires: now.Add(ttl)}
+	t := store.Token{ID: id, Gateway: req.Gateway, Site: req.Site, Network: req.Network, SecretHash: store.HashSecret(secret), Created: now, Expires: now.Add(ttl)}
 	if err := m.store.CreateToken(r.Context(), t); err != nil {
 		return err
 	}
-	m.cfg.Logf("join token %s created for gateway %s, expires %s", id, req.Gateway, t.Expires.Format(time.RFC3339))
+	m.cfg.Logf("join token %s created for %s, expires %s", id, tokenFor(t), t.Expires.Format(time.RFC3339))
 	out := apiToken(t)
 	out.Token = api.JoinToken{Manager: m.url, CAFingerprint: m.CAFingerprint(), ID: id, Secret: secret}.String()
 	return writeJSON(w, http.StatusCreated, out)
@@ -134,28 +148,16 @@ func (m *Manager) postEnroll(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	secret, err := bearer(r)
-	if err != nil {
-		return fail(http.StatusUnauthorized, "Authorization", "enrollment needs the join token: send Authorization: Bearer SECRET (the secret of a token made by fednet token create)")
-	}
-	if strings.HasPrefix(secret, api.JoinTokenPrefix) { // the whole token works too
-		jt, err := api.ParseJoinToken(secret)
-		if err != nil {
-			return fail(http.StatusUnauthorized, "Authorization", "%v", err)
-		}
-		secret = jt.Secret
-	}
-	hash := store.HashSecret(secret)
-	tok, err := m.store.TokenBySecret(r.Context(), hash)
-	if errors.Is(err, store.ErrNotFound) {
-		return fail(http.StatusUnauthorized, "Authorization", "unknown join token; create one with: fednet token create --gateway NAME")
-	}
+	tok, hash, err := m.joinToken(r, "fednet token create --gateway NAME")
 	if err != nil {
 		return err
 	}
 	now := m.now()
 	if err := tokenUsable(tok, now); err != nil {
 		return err
+	}
+	if tok.IsHost() {
+		return fail(http.StatusForbidden, "Authorization", "join token %s is a host token (site %s, network %s): hosts join with fednet host join; a gateway needs a token from fednet token create --gateway NAME", tok.ID, tok.Site, tok.Network)
 	}
 	var req api.EnrollRequest
 	if err := decode(w, r, &req, false, "publicKey"); err != nil {
@@ -208,17 +210,56 @@ func (m *Manager) postEnroll(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, api.EnrollResponse{Gateway: g.Name, Credential: cred, ObservedAddress: observed, RotateKey: g.RotateRequested})
 }
 
+// joinToken finds the join token the request carries as its bearer (the
+// secret, or the whole token); create is the command that makes one, for
+// the error.
+func (m *Manager) joinToken(r *http.Request, create string) (store.Token, store.Hash, error) {
+	secret, err := bearer(r)
+	if err != nil {
+		return store.Token{}, store.Hash{}, fail(http.StatusUnauthorized, "Authorization", "this call needs a join token: send Authorization: Bearer SECRET (the secret of a token made by %s)", create)
+	}
+	if strings.HasPrefix(secret, api.JoinTokenPrefix) { // the whole token works too
+		jt, err := api.ParseJoinToken(secret)
+		if err != nil {
+			return store.Token{}, store.Hash{}, fail(http.StatusUnauthorized, "Authorization", "%v", err)
+		}
+		secret = jt.Secret
+	}
+	hash := store.HashSecret(secret)
+	tok, err := m.store.TokenBySecret(r.Context(), hash)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Token{}, hash, fail(http.StatusUnauthorized, "Authorization", "unknown join token; create one with: %s", create)
+	}
+	return tok, hash, err
+}
+
+// tokenFor names what a token is for, for logs and errors.
+func tokenFor(t store.Token) string {
+	if t.IsHost() {
+		return fmt.Sprintf("a host of site %s on network %s", t.Site, t.Network)
+	}
+	return "gateway " + t.Gateway
+}
+
 // tokenUsable says why tok cannot be used at now, or returns nil.
 func tokenUsable(tok store.Token, now time.Time) error {
 	switch {
 	case tok.Revoked:
-		return fail(http.StatusConflict, "Authorization", "join token %s (gateway %s) was revoked; create a new one with: fednet token create --gateway %s", tok.ID, tok.Gateway, tok.Gateway)
+		return fail(http.StatusConflict, "Authorization", "join token %s (%s) was revoked; create a new one with: %s", tok.ID, tokenFor(tok), createCommand(tok))
 	case !tok.Used.IsZero():
-		return fail(http.StatusConflict, "Authorization", "join token %s (gateway %s) was already used at %s; a token works once; create a new one with: fednet token create --gateway %s", tok.ID, tok.Gateway, tok.Used.Format(time.RFC3339), tok.Gateway)
+		return fail(http.StatusConflict, "Authorization", "join token %s (%s) was already used at %s; a token works once; create a new one with: %s", tok.ID, tokenFor(tok), tok.Used.Format(time.RFC3339), createCommand(tok))
 	case !now.Before(tok.Expires):
-		return fail(http.StatusConflict, "Authorization", "join token %s (gateway %s) expired at %s; create a new one with: fednet token create --gateway %s", tok.ID, tok.Gateway, tok.Expires.Format(time.RFC3339), tok.Gateway)
+		return fail(http.StatusConflict, "Authorization", "join token %s (%s) expired at %s; create a new one with: %s", tok.ID, tokenFor(tok), tok.Expires.Format(time.RFC3339), createCommand(tok))
 	}
 	return nil
+}
+
+// createCommand is the command that makes a token like tok.
+func createCommand(tok store.Token) string {
+	if tok.IsHost() {
+		return fmt.Sprintf("fednet token create --site %s --network %s", tok.Site, tok.Network)
+	}
+	return "fednet token create --gateway " + tok.Gateway
 }
 
 // tokenError maps the store's token errors (a concurrent enrollment won
@@ -226,7 +267,7 @@ func tokenUsable(tok store.Token, now time.Time) error {
 func tokenError(tok store.Token, err error) error {
 	for _, e := range []error{store.ErrTokenUsed, store.ErrTokenExpired, store.ErrTokenRevoked, store.ErrNotFound} {
 		if errors.Is(err, e) {
-			return fail(http.StatusConflict, "Authorization", "join token %s (gateway %s): %v; create a new one with: fednet token create --gateway %s", tok.ID, tok.Gateway, e, tok.Gateway)
+			return fail(http.StatusConflict, "Authorization", "join token %s (%s): %v; create a new one with: %s", tok.ID, tokenFor(tok), e, createCommand(tok))
 		}
 	}
 	return nil

@@ -106,17 +106,33 @@ type HostTunnel struct {
 // The manager checks the same when a host enrolls; a spec change can make
 // a joined host unusable, and the planner then leaves it out.
 func hostUsable(f *spec.Federation, h Host) string {
-	si := slices.IndexFunc(f.Sites, func(s spec.Site) bool { return s.Name == h.Site })
+	if why := siteNetworkUsable(f, h.Site, h.Network); why != "" {
+		return why
+	}
+	site := &f.Sites[slices.IndexFunc(f.Sites, func(s spec.Site) bool { return s.Name == h.Site })]
+	if !h.Address.IsValid() || h.Address.Unmap().Is4() != site.Gateways[0].LANAddress.Unmap().Is4() {
+		return fmt.Sprintf("host address %s is not of the family of gateway %s's LAN address %s", h.Address, site.Gateways[0].Name, site.Gateways[0].LANAddress)
+	}
+	if h.Slot < 0 || h.Slot >= MaxNeighborSlots {
+		return fmt.Sprintf("slot %d is out of range 0-%d", h.Slot, MaxNeighborSlots-1)
+	}
+	return ""
+}
+
+// siteNetworkUsable reports why hosts of site cannot join network through
+// neighbor tunnels in f, or "".
+func siteNetworkUsable(f *spec.Federation, siteName, network string) string {
+	si := slices.IndexFunc(f.Sites, func(s spec.Site) bool { return s.Name == siteName })
 	if si < 0 {
-		return fmt.Sprintf("site %q is not in the spec", h.Site)
+		return fmt.Sprintf("site %q is not in the spec", siteName)
 	}
 	site := &f.Sites[si]
 	if !site.DropsUnknownMACs() {
 		return fmt.Sprintf("site %s does not declare fabric: %s; its hosts sit on bridged networks directly", site.Name, spec.FabricDropsUnknownMACs)
 	}
-	ni := slices.IndexFunc(f.Networks, func(n spec.Network) bool { return n.Name == h.Network })
+	ni := slices.IndexFunc(f.Networks, func(n spec.Network) bool { return n.Name == network })
 	if ni < 0 {
-		return fmt.Sprintf("network %q is not in the spec", h.Network)
+		return fmt.Sprintf("network %q is not in the spec", network)
 	}
 	n := &f.Networks[ni]
 	if n.Mode != spec.Bridged || !slices.Contains(n.Sites, site.Name) {
@@ -125,13 +141,16 @@ func hostUsable(f *spec.Federation, h Host) string {
 	if len(site.Gateways) == 0 || !site.Gateways[0].LANAddress.IsValid() {
 		return fmt.Sprintf("site %s has no gateway with a LAN address", site.Name)
 	}
-	if !h.Address.IsValid() || h.Address.Unmap().Is4() != site.Gateways[0].LANAddress.Unmap().Is4() {
-		return fmt.Sprintf("host address %s is not of the family of gateway %s's LAN address %s", h.Address, site.Gateways[0].Name, site.Gateways[0].LANAddress)
-	}
-	if h.Slot < 0 || h.Slot >= MaxNeighborSlots {
-		return fmt.Sprintf("slot %d is out of range 0-%d", h.Slot, MaxNeighborSlots-1)
-	}
 	return ""
+}
+
+// CheckSiteNetwork reports why hosts of site cannot join network through
+// neighbor tunnels in f (naming what to change), or nil.
+func CheckSiteNetwork(f *spec.Federation, site, network string) error {
+	if why := siteNetworkUsable(f, site, network); why != "" {
+		return fmt.Errorf("hosts of site %s cannot join network %s through neighbor tunnels: %s", site, network, why)
+	}
+	return nil
 }
 
 // CheckHost reports why host h cannot join through a neighbor tunnel in f
@@ -222,21 +241,27 @@ func ForHost(f *spec.Federation, in Inputs, name string) (HostTunnel, error) {
 	if err != nil {
 		return HostTunnel{}, err
 	}
+	if t, ok := HostTunnelOf(g, h.Name); ok {
+		return t, nil
+	}
+	return HostTunnel{}, fmt.Errorf("host %s: slot %d at site %s is another host's", h.Name, h.Slot, h.Site)
+}
+
+// HostTunnelOf returns the host end of host's neighbor tunnel in g, the
+// plan of its gateway; false when g has no tunnel to host.
+func HostTunnelOf(g Gateway, host string) (HostTunnel, bool) {
 	for _, b := range g.Bridges {
-		if b.Network != h.Network {
-			continue
-		}
 		for _, n := range b.Neighbors {
-			if n.Host == h.Name {
+			if n.Host == host {
 				return HostTunnel{
-					Host: h.Name, Network: b.Network, VNI: b.VNI, Device: HostDevice(b.VNI),
-					Local: n.Remote, Remote: n.Local, Gateway: gw.Name, UDPPort: n.UDPPort,
+					Host: host, Network: b.Network, VNI: b.VNI, Device: HostDevice(b.VNI),
+					Local: n.Remote, Remote: n.Local, Gateway: g.Name, UDPPort: n.UDPPort,
 					MTU: b.MTU, MTUReason: b.MTUReason,
-				}, nil
+				}, true
 			}
 		}
 	}
-	return HostTunnel{}, fmt.Errorf("host %s: slot %d at site %s is another host's", h.Name, h.Slot, h.Site)
+	return HostTunnel{}, false
 }
 
 // addNeighbors adds to g, the plan of a gateway of f.Sites[si], the

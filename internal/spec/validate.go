@@ -71,6 +71,11 @@ func (c *checker) name(path, kind, name, example string) bool {
 	return true
 }
 
+// ValidName reports whether s is a valid name for a site, network,
+// gateway or host: a DNS label (1..63 of [a-z0-9-], not starting or
+// ending with -).
+func ValidName(s string) bool { return validName(s) }
+
 // validName reports whether s is a DNS label: 1..63 of [a-z0-9-], not
 // starting or ending with '-'. Names end up in file names, interface and
 // namespace names and URLs, so they are kept plain.

@@ -71,6 +71,17 @@ var migrations = []string{
 		revision   INTEGER NOT NULL,
 		plan       TEXT    NOT NULL
 	);`,
+	`ALTER TABLE tokens ADD COLUMN site    TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tokens ADD COLUMN network TEXT NOT NULL DEFAULT '';
+	CREATE TABLE hosts (
+		name            TEXT    PRIMARY KEY,
+		site            TEXT    NOT NULL,
+		network         TEXT    NOT NULL,
+		address         TEXT    NOT NULL,
+		slot            INTEGER NOT NULL,
+		credential_hash BLOB    NOT NULL,
+		joined          INTEGER NOT NULL
+	);`,
 }
 
 // OpenSQLite opens (creating if needed) the database file at path and
@@ -261,14 +272,14 @@ func generation(ctx context.Context, q querier) (int64, error) {
 	return g, nil
 }
 
-const tokenColumns = "id, gateway, secret_hash, created, expires, used, revoked"
+const tokenColumns = "id, gateway, secret_hash, created, expires, used, revoked, site, network"
 
 func scanToken(sc scanner) (Token, error) {
 	var t Token
 	var hash []byte
 	var created, expires, used int64
 	var revoked int
-	if err := sc.Scan(&t.ID, &t.Gateway, &hash, &created, &expires, &used, &revoked); err != nil {
+	if err := sc.Scan(&t.ID, &t.Gateway, &hash, &created, &expires, &used, &revoked, &t.Site, &t.Network); err != nil {
 		return Token{}, err
 	}
 	if len(hash) != len(t.SecretHash) {
@@ -285,8 +296,8 @@ func (s *SQLite) CreateToken(ctx context.Context, t Token) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, "INSERT INTO tokens ("+tokenColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
-		t.ID, t.Gateway, t.SecretHash[:], nanos(t.Created), nanos(t.Expires), nanos(t.Used), boolInt(t.Revoked))
+	_, err := s.db.ExecContext(ctx, "INSERT INTO tokens ("+tokenColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		t.ID, t.Gateway, t.SecretHash[:], nanos(t.Created), nanos(t.Expires), nanos(t.Used), boolInt(t.Revoked), t.Site, t.Network)
 	if isConstraint(err) {
 		return fmt.Errorf("storing token %s: %w", t.ID, ErrExists)
 	}
@@ -411,6 +422,39 @@ func (s *SQLite) Gateways(ctx context.Context) ([]Gateway, error) {
 	return out, nil
 }
 
+const hostColumns = "name, site, network, address, slot, credential_hash, joined"
+
+// Hosts implements Store.
+func (s *SQLite) Hosts(ctx context.Context) ([]Host, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT "+hostColumns+" FROM hosts ORDER BY name")
+	if err != nil {
+		return nil, fmt.Errorf("listing hosts: %w", err)
+	}
+	defer rows.Close()
+	out := []Host{}
+	for rows.Next() {
+		var h Host
+		var cred []byte
+		var joined int64
+		if err := rows.Scan(&h.Name, &h.Site, &h.Network, &h.Address, &h.Slot, &cred, &joined); err != nil {
+			return nil, fmt.Errorf("listing hosts: %w", err)
+		}
+		if len(cred) != len(h.CredentialHash) {
+			return nil, fmt.Errorf("listing hosts: host %s: damaged credential hash", h.Name)
+		}
+		h.CredentialHash = Hash(cred)
+		h.Joined = fromNanos(joined)
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing hosts: %w", err)
+	}
+	return out, nil
+}
+
 // Plans implements Store.
 func (s *SQLite) Plans(ctx context.Context) ([]Plan, error) {
 	if err := s.check(); err != nil {
@@ -496,6 +540,18 @@ func commitTx(ctx context.Context, tx *sql.Tx, c Change) error {
 			g.Name, g.PublicKey[:], g.CredentialHash[:], g.RotateRequested, g.RotateAnswered, g.Endpoint, g.ObservedAddress, nanos(g.Enrolled), boolInt(g.Removed))
 		if err != nil {
 			return fmt.Errorf("storing gateway %s: %w", g.Name, err)
+		}
+	}
+	for _, h := range c.Hosts {
+		_, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO hosts ("+hostColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
+			h.Name, h.Site, h.Network, h.Address, h.Slot, h.CredentialHash[:], nanos(h.Joined))
+		if err != nil {
+			return fmt.Errorf("storing host %s: %w", h.Name, err)
+		}
+	}
+	for _, name := range c.DeleteHosts {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM hosts WHERE name = ?", name); err != nil {
+			return fmt.Errorf("deleting host %s: %w", name, err)
 		}
 	}
 	for _, p := range c.Plans {

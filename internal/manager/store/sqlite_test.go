@@ -229,3 +229,32 @@ func TestTokenSingleUse(t *testing.T) {
 		t.Errorf("gateways = %+v, want the one written by the winning try", gws)
 	}
 }
+
+// Hosts and host tokens survive a reopen; a host is replaced whole and
+// deleted by name.
+func TestHosts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	tok := Token{ID: "h1", SecretHash: HashSecret("host"), Created: t0, Expires: t0.Add(time.Hour), Site: "aws-eu", Network: "lan"}
+	if err := s.CreateToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	h := Host{Name: "web1", Site: "aws-eu", Network: "lan", Address: "10.1.0.10", Slot: 2, CredentialHash: HashSecret("c"), Joined: t0}
+	if err := s.Commit(ctx, Change{Hosts: []Host{h, {Name: "db1", Site: "aws-eu", Network: "lan", Address: "10.1.0.11", Joined: t0}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, Change{DeleteHosts: []string{"db1", "nope"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, dir)
+	got, err := s.Hosts(ctx)
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], h) {
+		t.Errorf("Hosts = %+v, %v; want [%+v]", got, err, h)
+	}
+	gt, err := s.Token(ctx, "h1")
+	if err != nil || !reflect.DeepEqual(gt, tok) || !gt.IsHost() {
+		t.Errorf("Token(h1) = %+v, %v; want %+v, a host token", gt, err, tok)
+	}
+}

@@ -1,6 +1,6 @@
 // Package store persists the manager's state: spec revisions, the
-// generation counter, join tokens, enrolled gateways and every gateway's
-// current plan. Store is the interface the manager uses; SQLite is the
+// generation counter, join tokens, enrolled gateways, hosts joined through
+// neighbor tunnels and every gateway's current plan. Store is the interface the manager uses; SQLite is the
 // embedded implementation (a file in the manager's data directory), and a
 // second backend (etcd, for several managers) can implement the same
 // contracts later.
@@ -60,6 +60,28 @@ type Token struct {
 	// Used is when the token was used for enrollment; zero while unused.
 	Used    time.Time
 	Revoked bool
+	// Site and Network are set on a host token (Gateway empty): it lets
+	// one host join that bridged network through a neighbor tunnel.
+	Site, Network string
+}
+
+// IsHost reports whether t is a host token.
+func (t Token) IsHost() bool { return t.Site != "" }
+
+// Host is a host that joined a bridged network through a neighbor tunnel
+// (fednet host join).
+type Host struct {
+	Name    string
+	Site    string
+	Network string
+	// Address is the host's LAN address.
+	Address string
+	// Slot is the host's slot at its site (see plan.Host), stable until it
+	// leaves.
+	Slot int
+	// CredentialHash is the SHA-256 of the host's bearer credential.
+	CredentialHash Hash
+	Joined         time.Time
 }
 
 // Gateway is what the manager knows about an enrolled (or removed) gateway
@@ -121,6 +143,10 @@ type Change struct {
 	RevokeTokensOf []string
 	// Gateways are stored whole, replacing any gateway of the same name.
 	Gateways []Gateway
+	// Hosts are stored whole, replacing any host of the same name;
+	// DeleteHosts names hosts that left (no error when there is none).
+	Hosts       []Host
+	DeleteHosts []string
 	// Plans are stored whole, replacing the gateway's previous plan.
 	Plans []Plan
 	// DeletePlans names gateways whose plan is dropped (no error when there
@@ -163,6 +189,8 @@ type Store interface {
 
 	// Gateways returns every stored gateway, by name.
 	Gateways(ctx context.Context) ([]Gateway, error)
+	// Hosts returns every joined host, by name.
+	Hosts(ctx context.Context) ([]Host, error)
 	// Plans returns every stored plan, by gateway name.
 	Plans(ctx context.Context) ([]Plan, error)
 
