@@ -144,17 +144,22 @@ func (m *Managed) ClientAs(token string) (*client.Client, error) {
 	m.mu.Lock()
 	fp := m.fingerprint
 	m.mu.Unlock()
+	return client.New(client.Config{URL: m.URL(), Token: token, CAFingerprint: fp, DialContext: m.Dialer()})
+}
+
+// Dialer dials from the manager's namespace: the test process, and lab
+// hosts (which have no route to the lab internet), reach the manager so.
+func (m *Managed) Dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
 	node := m.Lab.Manager
-	return client.New(client.Config{URL: m.URL(), Token: token, CAFingerprint: fp,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := node.Do(func() error {
-				var err error
-				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		}})
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := node.Do(func() error {
+			var err error
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
 }
 
 // StopManager ends the manager process.
