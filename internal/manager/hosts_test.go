@@ -1,0 +1,167 @@
+package manager
+
+import (
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/plan"
+)
+
+// neighborsSpec is examples/neighbors.yaml: site aws-eu (10.1.0.0/24,
+// gateway aws-gw) drops unknown MACs; bridged network lan over all three
+// sites; routed network apps.
+func neighborsSpec(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/neighbors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// hostToken makes a host token for site and network and returns its
+// secret.
+func (h *harness) hostToken(site, network string) string {
+	h.t.Helper()
+	var tok api.Token
+	h.ok(req{method: "POST", path: api.PathTokens, body: api.TokenRequest{Site: site, Network: network}}, &tok)
+	if tok.Site != site || tok.Network != network || tok.Gateway != "" {
+		h.t.Fatalf("host token %+v", tok)
+	}
+	jt, err := api.ParseJoinToken(tok.Token)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return jt.Secret
+}
+
+func (h *harness) join(name, address string) api.HostJoinResponse {
+	h.t.Helper()
+	var out api.HostJoinResponse
+	h.ok(req{method: "POST", path: api.PathHosts, token: h.hostToken("aws-eu", "lan"),
+		body: api.HostJoinRequest{Name: name, Address: netip.MustParseAddr(address)}}, &out)
+	return out
+}
+
+// TestHostsJoinWatchLeave: joined hosts get distinct, stable slots and
+// appear in their gateway's plan (tunnel and firewall); the tunnel watch
+// answers at once, then on a change; leaving frees the slot and the
+// credential stops working.
+func TestHostsJoinWatchLeave(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(neighborsSpec(t))
+	web := h.join("web1", "10.1.0.10")
+	db := h.join("db1", "10.1.0.11")
+	if web.Tunnel.UDPPort != 4790 || db.Tunnel.UDPPort != 4791 || web.Credential == "" {
+		t.Fatalf("joins: %+v %+v; want ports 4790, 4791", web, db)
+	}
+	want := plan.HostTunnel{Host: "web1", Network: "lan", VNI: 200, Device: "fvx200", Local: netip.MustParseAddr("10.1.0.10"),
+		Remote: netip.MustParseAddr("10.1.0.254"), Gateway: "aws-gw", UDPPort: 4790}
+	got := web.Tunnel
+	got.MTU, got.MTUReason = 0, ""
+	if got != want || web.Tunnel.MTU != h.plan("aws-gw").Plan.Bridges[0].MTU {
+		t.Errorf("web1's tunnel = %+v, want %+v with the network's MTU", web.Tunnel, want)
+	}
+	p := h.plan("aws-gw").Plan
+	if n := p.Bridges[0].Neighbors; len(n) != 2 || n[0].Host != "web1" || n[1].Host != "db1" || len(p.Firewall.Neighbors) != 2 {
+		t.Errorf("aws-gw's plan: neighbors %+v, firewall %+v", n, p.Firewall.Neighbors)
+	}
+	if n := h.plan("azure-gw").Plan.Bridges[0].Neighbors; len(n) != 0 {
+		t.Errorf("azure-gw has neighbor tunnels %+v", n)
+	}
+
+	// The watch answers at once without ?after, and with the current
+	// generation waits until the plan changes (db1 leaves).
+	var w api.HostTunnelResponse
+	tunnel := gwPath(api.PathHostTunnel, "web1")
+	h.ok(req{method: "GET", path: tunnel, token: web.Credential}, &w)
+	if w.Tunnel != web.Tunnel || w.Generation < web.Generation {
+		t.Errorf("watch = %+v, want the join's tunnel", w)
+	}
+	if a := h.do(req{method: "GET", path: tunnel + "?after=" + itoa(w.Generation) + "&timeout=50ms", token: web.Credential}); a.status != 204 {
+		t.Errorf("watch without change: %d", a.status)
+	}
+	waited := make(chan api.HostTunnelResponse, 1)
+	go func() {
+		var out api.HostTunnelResponse
+		h.ok(req{method: "GET", path: tunnel + "?after=" + itoa(w.Generation) + "&timeout=10s", token: web.Credential}, &out)
+		waited <- out
+	}()
+	waitParked(t, h.m, 1)
+	h.ok(req{method: "DELETE", path: gwPath(api.PathHost, "db1"), token: db.Credential}, nil)
+	select {
+	case out := <-waited:
+		if out.Generation <= w.Generation || out.Tunnel != web.Tunnel {
+			t.Errorf("watch after db1 left = %+v", out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not answer after db1 left")
+	}
+	if n := h.plan("aws-gw").Plan.Bridges[0].Neighbors; len(n) != 1 {
+		t.Errorf("after db1 left aws-gw has %+v", n)
+	}
+	// db1's credential is gone; web1 may not watch db1's tunnel.
+	if a := h.do(req{method: "GET", path: gwPath(api.PathHostTunnel, "db1"), token: db.Credential}); a.status != 404 {
+		t.Errorf("left host's watch: %d %+v", a.status, a.err)
+	}
+	if a := h.do(req{method: "GET", path: gwPath(api.PathHost, "web1"), token: db.Credential}); a.status != 401 {
+		t.Errorf("another's credential: %d %+v", a.status, a.err)
+	}
+	// A new host takes the free slot; web1 joining again keeps its own.
+	if c := h.join("cache1", "10.1.0.12"); c.Tunnel.UDPPort != 4791 {
+		t.Errorf("cache1 got port %d, want the free 4791", c.Tunnel.UDPPort)
+	}
+	if again := h.join("web1", "10.1.0.13"); again.Tunnel.UDPPort != 4790 || again.Tunnel.Local.String() != "10.1.0.13" {
+		t.Errorf("web1 joining again: %+v, want port 4790 and the new address", again.Tunnel)
+	}
+	var hosts []api.Host
+	h.ok(req{method: "GET", path: api.PathHosts}, &hosts)
+	if len(hosts) != 2 || hosts[0].Name != "cache1" || hosts[1].Gateway != "aws-gw" {
+		t.Errorf("hosts = %+v", hosts)
+	}
+	// Hosts survive a restart.
+	h.restart()
+	if n := h.plan("aws-gw").Plan.Bridges[0].Neighbors; len(n) != 2 {
+		t.Errorf("after a restart aws-gw has %+v", n)
+	}
+}
+
+func TestHostJoinRejected(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(neighborsSpec(t))
+	_, gwSecret := h.token("aws-gw")
+	hostSecret := h.hostToken("aws-eu", "lan")
+	body := api.HostJoinRequest{Name: "web1", Address: netip.MustParseAddr("10.1.0.10")}
+	tests := []struct {
+		name   string
+		r      req
+		status int
+		field  string
+		msg    string
+	}{
+		{"gateway token", req{method: "POST", path: api.PathHosts, token: gwSecret, body: body}, 403, "Authorization", "a host joins with a host token"},
+		{"no token", req{method: "POST", path: api.PathHosts, body: body}, 401, "Authorization", "needs a join token"},
+		{"bad name", req{method: "POST", path: api.PathHosts, token: hostSecret, body: api.HostJoinRequest{Name: "Web_1", Address: body.Address}}, 400, "name", "not a valid host name"},
+		{"off the LAN", req{method: "POST", path: api.PathHosts, token: hostSecret, body: api.HostJoinRequest{Name: "web1", Address: netip.MustParseAddr("10.2.0.10")}}, 400, "address", "not on site aws-eu's LAN (10.1.0.0/24)"},
+		{"host token to enroll", req{method: "POST", path: api.PathEnroll, token: hostSecret, body: api.EnrollRequest{PublicKey: randomKey(t)}}, 403, "Authorization", "is a host token"},
+		{"host token for a plain site", req{method: "POST", path: api.PathTokens, token: h.m.AdminToken(), body: api.TokenRequest{Site: "azure-we", Network: "lan"}}, 409, "site", "does not declare fabric: dropsUnknownMACs"},
+		{"host token for a routed network", req{method: "POST", path: api.PathTokens, token: h.m.AdminToken(), body: api.TokenRequest{Site: "aws-eu", Network: "apps"}}, 409, "site", "not a bridged network"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := h.do(tt.r)
+			if a.status != tt.status || a.err.Field != tt.field || !strings.Contains(a.err.Message, tt.msg) {
+				t.Errorf("%d %+v; want %d, field %s, %q", a.status, a.err, tt.status, tt.field, tt.msg)
+			}
+		})
+	}
+	// The failed tries did not use the token up.
+	h.ok(req{method: "POST", path: api.PathHosts, token: hostSecret, body: body}, nil)
+	if a := h.do(req{method: "POST", path: api.PathHosts, token: hostSecret, body: body}); a.status != 409 || !strings.Contains(a.err.Message, "already used") {
+		t.Errorf("token used twice: %d %+v", a.status, a.err)
+	}
+}
