@@ -57,7 +57,12 @@ func (f *labFlags) config() (lab.Config, error) {
 	if err != nil {
 		return lab.Config{}, err
 	}
-	return lab.Config{Federation: fed, Name: f.name, HostsPerSite: f.hosts}, nil
+	// Hosts on the spec's bridged networks, as the demo places them.
+	bridged, err := demo.LabBridged(fed)
+	if err != nil {
+		return lab.Config{}, fmt.Errorf("%s: %w", f.file, err)
+	}
+	return lab.Config{Federation: fed, Name: f.name, HostsPerSite: f.hosts, Bridged: bridged}, nil
 }
 
 // open opens the lab the flags name, built earlier from the same spec.
