@@ -173,6 +173,22 @@ func TestNeighborTunnels(t *testing.T) {
 			t.Errorf("%s has no neighbour entry for %s on %s (ARP did not cross):\n%s", host, p.To.LAN.Addr(), device, out)
 		}
 	}
+	// Another machine of the LAN cannot use web1's tunnel port: the
+	// gateway's firewall takes VXLAN on it from web1's address only.
+	intruder := l.Hosts(dropSite)[1]
+	a4[3]++
+	forged := netip.PrefixFrom(netip.AddrFrom4(a4), subnet.Bits())
+	if _, err := intruder.Run(ctx, "sh", "-c", "ip link add "+device+" type vxlan id "+strconv.Itoa(br.VNI)+
+		" local "+intruder.LAN.Addr().String()+" remote "+br.Neighbors[0].Local.String()+" dstport "+strconv.Itoa(br.Neighbors[0].UDPPort)+
+		" && ip address add "+forged.String()+" dev "+device+" && ip link set "+device+" up"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := lab.Ping(ctx, intruder, remote.LAN.Addr(), 3, 200*time.Millisecond); err == nil && r.Received != 0 {
+		t.Errorf("%s reached %s through web1's tunnel port: %s", intruder, remote.LAN.Addr(), r)
+	}
+	if _, err := intruder.Run(ctx, "ip", "link", "del", device); err != nil {
+		t.Fatal(err)
+	}
 	// A deleted device comes back.
 	if _, err := host.Run(ctx, "ip", "link", "del", device); err != nil {
 		t.Fatal(err)
