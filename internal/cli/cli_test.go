@@ -97,6 +97,13 @@ func TestErrorsNameTheFix(t *testing.T) {
 		{[]string{"agent", "--plan", "x", "--key", filepath.Join(dir, "nokey")}, []string{"reading --key"}},
 		{[]string{"keygen"}, []string{"--key FILE is required"}},
 		{[]string{"lab", "demo", "--sites", "1"}, []string{"2 to 12"}},
+		{[]string{"host", "join", "--data-dir", dir}, []string{"--network NAME is required"}},
+		{[]string{"host", "join", "--data-dir", dir, "--network", "lan"}, []string{"has not joined yet", "--token-file"}},
+		{[]string{"host", "join", "--data-dir", dir, "--network", "lan", "--address", "192.168.50.20"}, []string{"--address", "ADDRESS/LENGTH"}},
+		{[]string{"host", "join", "--data-dir", dir, "--network", "lan", "--lan-address", "x"}, []string{"--lan-address"}},
+		{[]string{"host", "leave", "--data-dir", dir}, []string{"has not joined"}},
+		{[]string{"token", "create", "--site", "aws-eu"}, []string{"--site SITE and --network NETWORK"}},
+		{[]string{"token", "create", "--gateway", "g", "--site", "aws-eu"}, []string{"not both"}},
 	} {
 		_, err := run(t, tc.args...)
 		if err == nil {
