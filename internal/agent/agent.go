@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"sync"
 	"time"
 
+	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/dataplane"
+	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -34,6 +37,11 @@ type Config struct {
 	Reload <-chan struct{}
 	// Probes configures the link probes (docs/probe.md).
 	Probes ProbeConfig
+	// Peers reads the WireGuard peers for the metrics; nil exports links
+	// without handshakes or counters.
+	Peers PeerReader
+	// Metrics, when set, is fed the agent's figures (see metrics.Agent).
+	Metrics *metrics.Agent
 	// Logf logs one line; nil discards.
 	Logf func(format string, args ...any)
 }
@@ -78,11 +86,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	links := cfg.Probes.start(ctx, logf, nil)
+	links := cfg.Probes.withMetrics(cfg.Metrics).start(ctx, logf, nil)
 	defer links.Close()
+	var mu sync.Mutex // guards current for the metrics source
+	cfg.Metrics.SetLinkSource(func(ctx context.Context) []api.LinkStatus {
+		mu.Lock()
+		g := current
+		mu.Unlock()
+		return linkStatuses(ctx, g, cfg.Peers, links, nil, logf)
+	})
 	apply := func(g plan.Gateway, why string) {
 		defer links.Update(g)
+		cfg.Metrics.SetPlan(g)
 		changes, err := cfg.Dataplane.Apply(ctx, g)
+		if err != nil {
+			cfg.Metrics.ApplyFailed()
+		}
 		for _, c := range changes {
 			logf("%s", c)
 		}
@@ -110,7 +129,9 @@ func Run(ctx context.Context, cfg Config) error {
 		if reflect.DeepEqual(g, current) {
 			return
 		}
+		mu.Lock()
 		current = g
+		mu.Unlock()
 		apply(current, why)
 	}
 	for {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/probe"
 )
@@ -328,4 +329,64 @@ func (c ProbeConfig) start(ctx context.Context, logf func(string, ...any), chang
 	ls := newLinks(ctx, logf, ev)
 	ls.interval, ls.timeout = c.Interval, c.Timeout
 	return ls
+}
+
+// withMetrics returns c with m fed every sample (besides c.Events.Sample).
+func (c ProbeConfig) withMetrics(m *metrics.Agent) ProbeConfig {
+	if m == nil {
+		return c
+	}
+	inner := c.Events.Sample
+	c.Events.Sample = func(peer string, s probe.Sample) {
+		m.ObserveProbe(peer, s)
+		if inner != nil {
+			inner(peer, s)
+		}
+	}
+	return c
+}
+
+// linkStatuses returns the links of plan g as a status report carries
+// them: the WireGuard peers' handshakes and counters (when peers is set),
+// the probe figures (when ls is set) and the available-bandwidth estimate
+// (when m has one).
+func linkStatuses(ctx context.Context, g plan.Gateway, peers PeerReader, ls *links, m *metrics.Agent, logf func(string, ...any)) []api.LinkStatus {
+	stats := map[plan.Key]PeerStats{}
+	if peers != nil && g.Interface.Name != "" {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		list, err := peers.Peers(pctx, g.Interface.Name)
+		cancel()
+		if err != nil {
+			logf("reading WireGuard peers: %v", err)
+		}
+		for _, p := range list {
+			stats[p.PublicKey] = p
+		}
+	}
+	now := time.Now()
+	out := []api.LinkStatus{}
+	for _, p := range g.Peers {
+		if p.PublicKey.IsZero() {
+			continue // not on the device: the dataplane skips it
+		}
+		l := api.LinkStatus{Peer: p.Gateway, PublicKey: p.PublicKey, Endpoint: p.Endpoint}
+		if s, ok := stats[p.PublicKey]; ok {
+			if s.Endpoint != "" {
+				l.Endpoint = s.Endpoint
+			}
+			l.LastHandshake = s.LastHandshake
+			if !s.LastHandshake.IsZero() {
+				l.HandshakeAge = max(now.Sub(s.LastHandshake), 0)
+			}
+			l.RxBytes, l.TxBytes = s.RxBytes, s.TxBytes
+		}
+		if ls != nil {
+			l.Probe = ls.Probe(p.Gateway, now)
+		}
+		if bps, ok := m.AvailableBandwidth(p.Gateway); ok {
+			l.AvailableBandwidth = bps
+		}
+		out = append(out, l)
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/client"
 	"github.com/fednet/fednet/internal/dataplane"
+	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -59,6 +60,8 @@ type ManagedConfig struct {
 	RequestTimeout time.Duration
 	// Probes configures the link probes (docs/probe.md).
 	Probes ProbeConfig
+	// Metrics, when set, is fed the agent's figures (see metrics.Agent).
+	Metrics *metrics.Agent
 	// BackoffMin and BackoffMax bound the exponential backoff, with full
 	// jitter, while the manager cannot be reached (defaults
 	// DefaultBackoffMin, DefaultBackoffMax).
@@ -153,8 +156,17 @@ func (m *managed) run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	m.links = m.cfg.Probes.start(ctx, m.logf, func() { m.poke() })
+	m.links = m.cfg.Probes.withMetrics(m.cfg.Metrics).start(ctx, m.logf, func() { m.poke() })
 	defer m.links.Close()
+	m.cfg.Metrics.SetLinkSource(func(ctx context.Context) []api.LinkStatus {
+		m.mu.Lock()
+		cur := m.current
+		m.mu.Unlock()
+		if cur == nil {
+			return nil
+		}
+		return linkStatuses(ctx, cur.Plan, m.cfg.Peers, m.links, m.cfg.Metrics, m.logf)
+	})
 	cred, err := m.dir.readCredential()
 	if err != nil {
 		return err
@@ -420,6 +432,12 @@ func (m *managed) applyCurrentLocked(ctx context.Context, why string) {
 	m.mu.Lock()
 	m.applyErr = err
 	m.mu.Unlock()
+	m.cfg.Metrics.SetPlan(cur.Plan)
+	if err != nil {
+		m.cfg.Metrics.ApplyFailed()
+	} else {
+		m.cfg.Metrics.SetRevision(cur.Revision)
+	}
 	if m.links != nil {
 		m.links.Update(cur.Plan)
 	}
@@ -574,39 +592,7 @@ func (m *managed) status(ctx context.Context) api.StatusReport {
 	if applyErr != nil {
 		r.ApplyError = applyErr.Error()
 	}
-	stats := map[plan.Key]PeerStats{}
-	if m.cfg.Peers != nil {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		peers, err := m.cfg.Peers.Peers(pctx, cur.Plan.Interface.Name)
-		cancel()
-		if err != nil {
-			m.logf("reading WireGuard peers for the status report: %v", err)
-		}
-		for _, p := range peers {
-			stats[p.PublicKey] = p
-		}
-	}
-	now := time.Now()
-	for _, p := range cur.Plan.Peers {
-		if p.PublicKey.IsZero() {
-			continue // not on the device: the dataplane skips it
-		}
-		l := api.LinkStatus{Peer: p.Gateway, PublicKey: p.PublicKey, Endpoint: p.Endpoint}
-		if s, ok := stats[p.PublicKey]; ok {
-			if s.Endpoint != "" {
-				l.Endpoint = s.Endpoint
-			}
-			l.LastHandshake = s.LastHandshake
-			if !s.LastHandshake.IsZero() {
-				l.HandshakeAge = max(now.Sub(s.LastHandshake), 0)
-			}
-			l.RxBytes, l.TxBytes = s.RxBytes, s.TxBytes
-		}
-		if m.links != nil {
-			l.Probe = m.links.Probe(p.Gateway, now)
-		}
-		r.Links = append(r.Links, l)
-	}
+	r.Links = linkStatuses(ctx, cur.Plan, m.cfg.Peers, m.links, m.cfg.Metrics, m.logf)
 	return r
 }
 

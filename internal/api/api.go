@@ -189,6 +189,9 @@ type LinkStatus struct {
 	// Probe holds the link probes' figures; nil when the agent does not
 	// probe (yet).
 	Probe *LinkProbe `json:"probe,omitempty"`
+	// AvailableBandwidth is the latest available-bandwidth estimate of the
+	// link in bits per second, 0 when none was made.
+	AvailableBandwidth float64 `json:"availableBandwidthBps,omitempty"`
 }
 
 // LinkProbe is what the link probes of one link measured (docs/probe.md):
@@ -258,6 +261,9 @@ type Link struct {
 	// Probe is the probes' figures as From last reported them; nil when
 	// From does not probe.
 	Probe *LinkProbe `json:"probe,omitempty"`
+	// AvailableBandwidth is From's latest available-bandwidth estimate in
+	// bits per second, 0 when none was made.
+	AvailableBandwidth float64 `json:"availableBandwidthBps,omitempty"`
 }
 
 // Network is the read model of a network.

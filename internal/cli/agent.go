@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/dataplane"
+	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/wgdev"
 )
@@ -23,6 +25,7 @@ func newAgentCmd() *cobra.Command {
 	var planFile, keyFile, wgMode string
 	var once, down bool
 	var resync time.Duration
+	var metricsListen string
 	var m managedFlags
 	cmd := &cobra.Command{
 		Use:   "agent (--data-dir DIR [--token TOKEN] | --plan FILE --key FILE)",
@@ -49,6 +52,12 @@ Static mode (--plan FILE --key FILE): the plan comes from a file written by
 "fednet plan --gateway NAME -o json". The agent re-applies when the file
 changes or on SIGHUP, and every --resync to repair drift.
 
+Link probes and metrics (both modes): the agent answers link probes on its
+transit address (UDP 51821) and probes every peer through the tunnel once a
+second (RTT, loss, jitter; docs/probe.md). It serves Prometheus metrics at
+http://--metrics-listen/metrics (default ` + metrics.DefaultAgentListen + `; "" turns it off;
+docs/metrics.md).
+
 WireGuard: the kernel module when the kernel has it, otherwise a userspace
 device ("fednet wgdev", wireguard-go) in its own long-lived process, so that
 agent restarts never drop a tunnel. Force one with --wireguard.`,
@@ -64,7 +73,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if m.dataDir != "" {
-				return runManagedAgent(cmd, m, wgMode, resync, once, down, planFile, keyFile)
+				return runManagedAgent(cmd, m, wgMode, resync, once, down, planFile, keyFile, metricsListen)
 			}
 			if m.token != "" || m.tokenFile != "" || m.manager != "" || m.endpoint != "" {
 				return errors.New("--token, --token-file, --manager and --endpoint need --data-dir DIR (managed mode), where the agent keeps its key and credential")
@@ -116,6 +125,12 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 				}
 			}()
 			cfg.Reload = reload
+			cfg.Peers = agent.NewWGPeers()
+			var stop func()
+			if cfg.Metrics, stop, err = serveAgentMetrics(ctx, metricsListen, logger.Printf); err != nil {
+				return err
+			}
+			defer stop()
 			logger.Printf("agent: applying %s", planFile)
 			return agent.Run(ctx, cfg)
 		},
@@ -126,6 +141,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 	cmd.Flags().BoolVar(&once, "once", false, "apply the plan once and exit")
 	cmd.Flags().BoolVar(&down, "down", false, "remove everything the plan created and exit")
 	cmd.Flags().DurationVar(&resync, "resync", agent.DefaultResync, "how often to re-apply the plan to repair drift")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", metrics.DefaultAgentListen, "HOST:PORT of the Prometheus metrics endpoint (/metrics); \"\" disables it")
 	cmd.Flags().StringVar(&m.dataDir, "data-dir", "", "managed mode: directory of the agent's key, credential and last plan (created 0700)")
 	cmd.Flags().StringVar(&m.token, "token", "", "managed mode: join token from fednet token create (first start only; visible in ps, prefer --token-file)")
 	cmd.Flags().StringVar(&m.tokenFile, "token-file", "", "managed mode: file holding the join token (first start only)")
@@ -145,7 +161,7 @@ type managedFlags struct {
 }
 
 // runManagedAgent runs "fednet agent --data-dir DIR".
-func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync time.Duration, once, down bool, planFile, keyFile string) error {
+func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync time.Duration, once, down bool, planFile, keyFile, metricsListen string) error {
 	switch {
 	case once:
 		return errors.New("--once works with --plan only; a managed agent keeps running (stop it to leave the data plane as it is)")
@@ -183,7 +199,13 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 		}
 		m.token = strings.TrimSpace(string(data))
 	}
+	mx, stop, err := serveAgentMetrics(cmd.Context(), metricsListen, logger.Printf)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	return agent.RunManaged(cmd.Context(), agent.ManagedConfig{
+		Metrics:        mx,
 		DataDir:        m.dataDir,
 		JoinToken:      m.token,
 		Manager:        m.manager,
@@ -194,6 +216,20 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 		Resync:         resync,
 		Logf:           logger.Printf,
 	})
+}
+
+// serveAgentMetrics serves a new agent exporter on addr ("" disables the
+// endpoint; the exporter is still returned). stop ends the server and
+// waits for it.
+func serveAgentMetrics(ctx context.Context, addr string, logf func(string, ...any)) (*metrics.Agent, func(), error) {
+	mx := metrics.NewAgent()
+	ctx, cancel := context.WithCancel(ctx)
+	done, err := metrics.Serve(ctx, addr, mx.Handler(), logf)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return mx, func() { cancel(); <-done }, nil
 }
 
 func printChanges(w interface{ Write([]byte) (int, error) }, changes []dataplane.Change) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fednet/fednet/internal/manager"
+	"github.com/fednet/fednet/internal/metrics"
 )
 
 // newManagerCmd is `fednet manager` (internal/manager).
 func newManagerCmd() *cobra.Command {
-	var dataDir, listen, advertise string
+	var dataDir, listen, advertise, metricsListen string
 	var sans []string
 	cmd := &cobra.Command{
 		Use:   "manager --data-dir DIR [--listen ADDR] [--advertise URL] [--san NAME]...",
@@ -42,6 +44,10 @@ tokens carry it and the server certificate names its host. It is required when
 --listen otherwise. --san adds names or addresses to the certificate for
 clients that reach the manager some other way.
 
+It serves the federation-wide Prometheus metrics, from the agents' reports, at
+http://--metrics-listen/metrics (default ` + metrics.DefaultManagerListen + `, no authentication;
+"" turns it off; docs/metrics.md).
+
 On start it prints the URL, the CA fingerprint and the "fednet login" line an
 operator runs. It stops on SIGINT or SIGTERM.`,
 		Example: `  fednet manager --data-dir /var/lib/fednet-manager --advertise https://203.0.113.5:7443
@@ -64,14 +70,22 @@ operator runs. It stops on SIGINT or SIGTERM.`,
 				return err
 			}
 			defer m.Close()
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			done, err := metrics.Serve(ctx, metricsListen, m.MetricsHandler(), logger.Printf)
+			if err != nil {
+				return err
+			}
+			defer func() { cancel(); <-done }()
 			printManagerStart(cmd.OutOrStdout(), m)
-			return m.ListenAndServe(cmd.Context())
+			return m.ListenAndServe(ctx)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", "", "directory for the database, CA, server certificate and admin token (required)")
 	f.StringVar(&listen, "listen", manager.DefaultListen, "HOST:PORT to listen on")
 	f.StringVar(&advertise, "advertise", "", "https URL agents reach the manager at (https://HOST:PORT, HOST:PORT or HOST); required when --listen has no host")
+	f.StringVar(&metricsListen, "metrics-listen", metrics.DefaultManagerListen, "HOST:PORT of the federation-wide Prometheus metrics endpoint (/metrics, no authentication); \"\" disables it")
 	f.StringArrayVar(&sans, "san", nil, "extra DNS name or IP address for the server certificate (repeatable)")
 	return cmd
 }

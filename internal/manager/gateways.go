@@ -414,7 +414,7 @@ func (m *Manager) links(st *state) []api.Link {
 				Up:       probe.HandshakeUp(hs, now) && (l.Probe == nil || l.Probe.Up),
 				Endpoint: l.Endpoint, LastHandshake: hs,
 				RxBytes: l.RxBytes, TxBytes: l.TxBytes,
-				Probe: l.Probe,
+				Probe: l.Probe, AvailableBandwidth: l.AvailableBandwidth,
 			})
 		}
 	}
