@@ -151,15 +151,7 @@ func (m *Managed) ClientAs(token string) (*client.Client, error) {
 // hosts (which have no route to the lab internet), reach the manager so.
 func (m *Managed) Dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
 	node := m.Lab.Manager
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		err := node.Do(func() error {
-			var err error
-			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-			return err
-		})
-		return c, err
-	}
+	return node.DialContext
 }
 
 // StopManager ends the manager process.

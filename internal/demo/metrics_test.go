@@ -1,0 +1,134 @@
+package demo_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fednet/fednet/internal/lab"
+	"github.com/fednet/fednet/internal/metrics"
+	"github.com/fednet/fednet/internal/metrics/metricstest"
+)
+
+// scrapeIn scrapes http://addr/metrics from inside node's namespace (the
+// endpoints listen on the node's loopback).
+func scrapeIn(ctx context.Context, node *lab.Node, addr string) (metricstest.Scrape, error) {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: node.DialContext}}
+	defer c.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+metrics.Path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s in %s: %s", addr, node, resp.Status)
+	}
+	return metricstest.Parse(resp.Body)
+}
+
+// TestMetrics scrapes an agent's and the manager's metrics endpoints at
+// their default addresses in a managed lab federation: the names and
+// labels are there, and the byte counters and the RTT histogram move with
+// a ping flood between two sites' hosts.
+func TestMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, m := managedLab(t, ctx, "e2emetric", 3)
+	aws, azure := l.SiteGateways("aws")[0], l.SiteGateways("azure")[0]
+	link := map[string]string{"gateway": aws.Name, "site": "aws", "peer": azure.Name, "peer_site": "azure"}
+	agentScrape := func() metricstest.Scrape {
+		t.Helper()
+		s, err := scrapeIn(ctx, aws, metrics.DefaultAgentListen)
+		if err != nil {
+			t.Fatalf("scraping the agent of %s: %v", aws, err)
+		}
+		return s
+	}
+	managerScrape := func() metricstest.Scrape {
+		t.Helper()
+		s, err := scrapeIn(ctx, l.Manager, metrics.DefaultManagerListen)
+		if err != nil {
+			t.Fatalf("scraping the manager: %v", err)
+		}
+		return s
+	}
+	value := func(s metricstest.Scrape, name string, labels map[string]string) float64 {
+		t.Helper()
+		v, ok := s.Value(name, labels)
+		if !ok {
+			t.Fatalf("%s%v is missing; series: %v", name, labels, s.Series(name))
+		}
+		return v
+	}
+	// Wait for a few probes and for the manager to have every link.
+	poll(t, "the links measured on the manager", 30*time.Second, func() bool {
+		s, err := scrapeIn(ctx, l.Manager, metrics.DefaultManagerListen)
+		return err == nil && len(s.Series("fednet_link_up")) == 6 && len(s.Series("fednet_link_rtt_p50_seconds")) == 6
+	})
+	before := agentScrape()
+	for _, name := range []string{"fednet_link_up", "fednet_link_rtt_seconds", "fednet_link_probes_total", "fednet_link_loss_ratio",
+		"fednet_link_jitter_seconds", "fednet_link_rx_bytes_total", "fednet_link_tx_bytes_total", "fednet_link_handshake_age_seconds"} {
+		value(before, name, link)
+	}
+	if v := value(before, "fednet_link_up", link); v != 1 {
+		t.Errorf("fednet_link_up = %v", v)
+	}
+	if v := value(before, "fednet_plan_revision", map[string]string{"gateway": aws.Name, "site": "aws"}); v != 1 {
+		t.Errorf("fednet_plan_revision = %v, want 1", v)
+	}
+	value(before, "fednet_apply_errors_total", map[string]string{"gateway": aws.Name})
+	if _, ok := before.Value("fednet_link_available_bandwidth_bytes_per_second", nil); ok {
+		t.Error("an available-bandwidth estimate before any estimator ran")
+	}
+	mgrBefore := managerScrape()
+	for _, name := range []string{"fednet_link_up", "fednet_link_rtt_p50_seconds", "fednet_link_rtt_p99_seconds", "fednet_link_loss_ratio",
+		"fednet_link_rx_bytes_total", "fednet_link_tx_bytes_total", "fednet_link_handshake_age_seconds"} {
+		value(mgrBefore, name, link)
+	}
+	value(mgrBefore, "fednet_spec_revision", nil)
+	value(mgrBefore, "fednet_plan_revision", map[string]string{"gateway": azure.Name, "site": "azure"})
+
+	// A ping flood from an aws host to an azure host: 2000 pings of 1000
+	// bytes, so at least 2 MB go from aws-gw to azure-gw.
+	const count, size = 2000, 1000
+	from, to := l.Hosts("aws")[0], l.Hosts("azure")[0]
+	out, err := from.Run(ctx, "ping", "-f", "-q", "-c", strconv.Itoa(count), "-s", strconv.Itoa(size), to.LAN.Addr().String())
+	if err != nil {
+		t.Fatalf("ping flood: %v", err)
+	}
+	t.Logf("ping flood: %s", out)
+	time.Sleep(1500 * time.Millisecond) // a probe or two more
+	after := agentScrape()
+	txGrew := value(after, "fednet_link_tx_bytes_total", link) - value(before, "fednet_link_tx_bytes_total", link)
+	rxGrew := value(after, "fednet_link_rx_bytes_total", link) - value(before, "fednet_link_rx_bytes_total", link)
+	rttGrew := value(after, "fednet_link_rtt_seconds", link) - value(before, "fednet_link_rtt_seconds", link)
+	t.Logf("agent of %s: tx +%.0f bytes, rx +%.0f bytes, RTT histogram +%.0f probes", aws, txGrew, rxGrew, rttGrew)
+	if txGrew < count*size || rxGrew < count*size {
+		t.Errorf("the byte counters grew by tx %.0f, rx %.0f; want at least %d each", txGrew, rxGrew, count*size)
+	}
+	if rttGrew < 1 {
+		t.Error("the RTT histogram did not count a probe")
+	}
+	// The manager sees it at the agent's next report.
+	var mgrGrew float64
+	poll(t, "the manager's tx counter to grow", 15*time.Second, func() bool {
+		s, err := scrapeIn(ctx, l.Manager, metrics.DefaultManagerListen)
+		if err != nil {
+			return false
+		}
+		v, ok := s.Value("fednet_link_tx_bytes_total", link)
+		mgrGrew = v - value(mgrBefore, "fednet_link_tx_bytes_total", link)
+		return ok && mgrGrew >= count*size
+	})
+	t.Logf("manager: tx of %s -> %s +%.0f bytes", aws, azure, mgrGrew)
+	if err := m.AgentsAlive(); err != nil {
+		t.Fatal(err)
+	}
+}
