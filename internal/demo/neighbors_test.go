@@ -198,6 +198,29 @@ func TestNeighborTunnels(t *testing.T) {
 		return err == nil
 	})
 
+	// A spec change reaches the host through its watch: a smaller
+	// underlay MTU shrinks the network's MTU, on the host's device too.
+	smaller := strings.Replace(string(data), "underlayMTU: 1500", "underlayMTU: 1400", 1)
+	if smaller == string(data) {
+		t.Fatal("examples/neighbors.yaml has no underlayMTU: 1500 line to change")
+	}
+	if _, err := m.Apply(ctx, smaller); err != nil {
+		t.Fatal(err)
+	}
+	resp, _, err = m.Admin.WatchPlan(ctx, f.Sites[0].Gateways[0].Name, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Plan.Bridges) != 1 || resp.Plan.Bridges[0].MTU >= br.MTU {
+		t.Fatalf("after underlayMTU 1400 the plan's bridges are %+v, want a smaller MTU than %d", resp.Plan.Bridges, br.MTU)
+	}
+	newMTU := resp.Plan.Bridges[0].MTU
+	took = poll(t, "the host's device to follow the new MTU", 20*time.Second, func() bool {
+		out, err := host.Run(ctx, "ip", "-o", "link", "show", device)
+		return err == nil && strings.Contains(out, " mtu "+strconv.Itoa(newMTU)+" ")
+	})
+	t.Logf("the host's %s followed the network MTU %d -> %d within %v", device, br.MTU, newMTU, took.Round(time.Millisecond))
+
 	// Leaving removes both ends.
 	stopRun()
 	var leaveErr error
