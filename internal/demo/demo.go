@@ -392,7 +392,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := followBridgedMTU(ctx, l, plans, bridged, step); err != nil {
 		return r, err
 	}
-	r.WireGuard = wireGuardKind(ctx, gwA)
+	r.WireGuard = WireGuardKind(ctx, gwA)
 
 	// The wire check watches the connectivity matrix and a short bulk
 	// transfer: every packet between gateways must be WireGuard, and no
@@ -510,8 +510,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return r, nil
 }
 
-// wireGuardKind tells whether a gateway runs kernel or userspace WireGuard.
-func wireGuardKind(ctx context.Context, gw *lab.Node) string {
+// WireGuardKind tells whether a gateway runs kernel or userspace WireGuard:
+// "kernel", "userspace (wireguard-go)" or "unknown".
+func WireGuardKind(ctx context.Context, gw *lab.Node) string {
 	out, err := gw.Run(ctx, "ip", "-d", "link", "show", "dev", spec.DefaultInterface)
 	switch {
 	case err != nil:

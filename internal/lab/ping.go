@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -36,13 +37,21 @@ func (r PingResult) String() string {
 	return fmt.Sprintf("%d sent, %d received, rtt min/avg/max/mdev %v/%v/%v/%v", r.Sent, r.Received, r.Min, r.Avg, r.Max, r.Mdev)
 }
 
+// Commander runs programs somewhere: a lab Node runs them in its
+// namespace; other implementations (fednet bench on a live federation)
+// run them on this machine. String names the place in errors.
+type Commander interface {
+	Command(ctx context.Context, name string, args ...string) *exec.Cmd
+	String() string
+}
+
 // Ping sends count ICMP echo requests, interval apart, from node from to
 // address to with iputils ping, and waits at most a second for the last
 // reply. Lost probes are not an error (see Loss); an error means ping
 // could not run or reported no summary (for example "Network is
 // unreachable"). Intervals below 200 ms need root. ctx bounds the run,
 // which never lasts longer than count*interval plus a few seconds.
-func Ping(ctx context.Context, from *Node, to netip.Addr, count int, interval time.Duration) (PingResult, error) {
+func Ping(ctx context.Context, from Commander, to netip.Addr, count int, interval time.Duration) (PingResult, error) {
 	if count < 1 {
 		return PingResult{}, fmt.Errorf("ping: count %d: send at least 1", count)
 	}
@@ -59,9 +68,9 @@ func Ping(ctx context.Context, from *Node, to netip.Addr, count int, interval ti
 	r, err := parsePing(out.String())
 	if err != nil {
 		if runErr != nil {
-			return r, fmt.Errorf("ping %s from %s: %w: %s", to, from.Name, runErr, tail(out.String(), 500))
+			return r, fmt.Errorf("ping %s from %s: %w: %s", to, from, runErr, tail(out.String(), 500))
 		}
-		return r, fmt.Errorf("ping %s from %s: %w", to, from.Name, err)
+		return r, fmt.Errorf("ping %s from %s: %w", to, from, err)
 	}
 	return r, nil
 }

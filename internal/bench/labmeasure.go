@@ -1,0 +1,254 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fednet/fednet/internal/demo"
+	"github.com/fednet/fednet/internal/lab"
+)
+
+// serve starts an iperf3 server in node n of l for the rest of the run.
+func (r *labRun) serve(ctx context.Context, l *lab.Lab, n *lab.Node) error {
+	p, err := l.Start(n, "iperf3", "-s", "-p", strconv.Itoa(IperfPort))
+	if err != nil {
+		return err
+	}
+	r.onCleanup(p.Stop)
+	if err := waitIperfServer(ctx, n, IperfPort); err != nil {
+		return fmt.Errorf("%w: %s", err, p.LogText())
+	}
+	return nil
+}
+
+// wireOf returns the public interfaces of the first gateways of the
+// measured sites in l.
+func (r *labRun) wireOf(l *lab.Lab) []wireIface {
+	return []wireIface{
+		{at: l.SiteGateways(r.a)[0], iface: lab.PublicInterface},
+		{at: l.SiteGateways(r.b)[0], iface: lab.PublicInterface},
+	}
+}
+
+// hostPath is the path from node from to node to's LAN address.
+func hostPath(name string, from, to *lab.Node, wire []wireIface) *path {
+	return &path{
+		info: PathInfo{Name: name, From: from.Name, To: to.Name, Address: to.LAN.Addr().String()},
+		from: from, to: to.LAN.Addr(), port: IperfPort, wire: wire,
+	}
+}
+
+// measure runs every measurement and assembles the results.
+func (r *labRun) measure(ctx context.Context) (*Results, error) {
+	s := r.cfg.Settings
+	res := &Results{
+		Schema: Schema, Started: r.start.UTC(), Settings: s,
+		Target: Target{Kind: "lab", Lab: r.l.Name, Reference: r.ref.Name, Spec: r.cfg.SpecName,
+			Sites: []string{r.a, r.b}, WireGuard: demo.WireGuardKind(ctx, r.l.SiteGateways(r.a)[0]), Quick: r.cfg.Quick},
+	}
+	res.Notes = append(res.Notes,
+		"The underlay (gateway to gateway between public addresses) and the standalone wireguard-go tunnel (host to host, configured by hand with wg and ip) run in a reference lab of the same two sites, built for this run: a federated gateway's firewall admits only WireGuard on its public side.",
+		"The lab's wire is veth pairs inside one kernel: throughput ratios measure the tunnel's CPU cost on this machine, not what a WAN link would show.")
+
+	rgwA, rgwB := r.ref.SiteGateways(r.a)[0], r.ref.SiteGateways(r.b)[0]
+	underlay := &path{
+		info: PathInfo{Name: Underlay, From: rgwA.Name, To: rgwB.Name, Address: rgwB.Public.Addr().String()},
+		from: rgwA, to: rgwB.Public.Addr(), port: IperfPort, wire: r.wireOf(r.ref),
+	}
+	standalone := hostPath(Standalone, r.ref.Hosts(r.a)[0], r.ref.Hosts(r.b)[0], r.wireOf(r.ref))
+	routed := hostPath(Overlay, r.l.Hosts(r.a)[0], r.l.Hosts(r.b)[0], r.wireOf(r.l))
+	for _, n := range []struct {
+		l *lab.Lab
+		n *lab.Node
+	}{{r.ref, rgwB}, {r.ref, r.ref.Hosts(r.b)[0]}, {r.l, r.l.Hosts(r.b)[0]}} {
+		if err := r.serve(ctx, n.l, n.n); err != nil {
+			return nil, err
+		}
+	}
+
+	shared := map[string]*pathResult{}
+	for _, p := range []*path{underlay, standalone} {
+		shared[p.info.Name] = measurePath(ctx, s, p, r.progress)
+	}
+	r.progress("mode routed")
+	mode := assemble("routed", []*path{routed, underlay, standalone},
+		map[string]*pathResult{Overlay: measurePath(ctx, s, routed, r.progress), Underlay: shared[Underlay], Standalone: shared[Standalone]})
+	mode.Delay, mode.Errors = r.delaySweep(ctx, []*path{routed, underlay, standalone}, mode.Errors, &res.Notes)
+	res.Modes = append(res.Modes, mode)
+
+	for _, bn := range r.bridgedNetworks() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.progress("mode bridged (network %s)", bn.Name)
+		from, to := r.l.BridgedHosts(bn.Name, r.a)[0], r.l.BridgedHosts(bn.Name, r.b)[0]
+		if err := r.fitBridgedMTU(ctx, bn.Name, from, to); err != nil {
+			return nil, err
+		}
+		if err := r.serve(ctx, r.l, to); err != nil {
+			return nil, err
+		}
+		bridged := hostPath(Overlay, from, to, r.wireOf(r.l))
+		m := assemble("bridged", []*path{bridged, underlay, standalone},
+			map[string]*pathResult{Overlay: measurePath(ctx, s, bridged, r.progress), Underlay: shared[Underlay], Standalone: shared[Standalone]})
+		m.Network = bn.Name
+		res.Modes = append(res.Modes, m)
+	}
+	if len(res.Modes) > 0 {
+		res.Ratios = res.Modes[0].Ratios
+	}
+	res.DurationS = round(time.Since(r.start).Seconds(), 1)
+	return res, ctx.Err()
+}
+
+// fitBridgedMTU sets the MTU of the two bridged hosts' interfaces to the
+// network's (the MTU of the gateway's bridge), as an operator must: a
+// bridge drops frames larger than its MTU without a word. The old MTU
+// comes back when the run ends.
+func (r *labRun) fitBridgedMTU(ctx context.Context, network string, hosts ...*lab.Node) error {
+	gw := r.l.SiteGateways(r.a)[0]
+	port := r.l.BridgedPort(network, gw.Name)
+	mtu, err := readSys(ctx, gw, port+"/master/mtu")
+	if err != nil {
+		return fmt.Errorf("bridged network %s: the MTU of the bridge of port %s: %w", network, port, err)
+	}
+	for _, h := range hosts {
+		old, err := readSys(ctx, h, lab.HostInterface+"/mtu")
+		if err != nil {
+			return err
+		}
+		if _, err := h.Run(ctx, "ip", "link", "set", "dev", lab.HostInterface, "mtu", strconv.Itoa(mtu)); err != nil {
+			return err
+		}
+		r.onCleanup(func(ctx context.Context) error {
+			_, err := h.Run(ctx, "ip", "link", "set", "dev", lab.HostInterface, "mtu", strconv.Itoa(old))
+			return err
+		})
+	}
+	return nil
+}
+
+// assemble builds a mode's results from its paths' results and computes
+// its ratios.
+func assemble(mode string, paths []*path, by map[string]*pathResult) ModeResult {
+	m := ModeResult{Mode: mode}
+	for _, p := range paths {
+		pr := by[p.info.Name]
+		if pr == nil {
+			continue
+		}
+		m.Paths = append(m.Paths, p.info)
+		if pr.rtt != nil {
+			m.RTT = append(m.RTT, *pr.rtt)
+		}
+		m.TCP = append(m.TCP, pr.tcp...)
+		m.UDP = append(m.UDP, pr.udp...)
+		if pr.overhead != nil {
+			m.Overhead = append(m.Overhead, *pr.overhead)
+		}
+		if pr.loaded != nil {
+			m.Loaded = append(m.Loaded, *pr.loaded)
+		}
+		for _, e := range pr.errs {
+			m.Errors = append(m.Errors, p.info.Name+": "+e)
+		}
+	}
+	m.Ratios = ratios(m)
+	return m
+}
+
+// ratios computes a mode's ratios from its results.
+func ratios(m ModeResult) Ratios {
+	rtt := map[string]Summary{}
+	for _, r := range m.RTT {
+		rtt[r.Path] = r.Ms
+	}
+	tcp := map[string]map[int]float64{}
+	for _, t := range m.TCP {
+		if tcp[t.Path] == nil {
+			tcp[t.Path] = map[int]float64{}
+		}
+		tcp[t.Path][t.Streams] = t.Mbps
+	}
+	over := map[string]float64{}
+	for _, o := range m.Overhead {
+		over[o.Path] = o.Ratio
+	}
+	var x Ratios
+	x.RTTP50 = round(Ratio(rtt[Overlay].P50, rtt[Underlay].P50), 4)
+	x.RTTMean = round(Ratio(rtt[Overlay].Mean, rtt[Underlay].Mean), 4)
+	x.StandaloneRTT = round(Ratio(rtt[Overlay].P50, rtt[Standalone].P50), 4)
+	x.Throughput1 = round(Ratio(tcp[Overlay][1], tcp[Underlay][1]), 4)
+	x.Throughput4 = round(Ratio(tcp[Overlay][4], tcp[Underlay][4]), 4)
+	x.Standalone1 = round(Ratio(tcp[Overlay][1], tcp[Standalone][1]), 4)
+	x.Standalone4 = round(Ratio(tcp[Overlay][4], tcp[Standalone][4]), 4)
+	x.Overhead = over[Overlay]
+	x.OverheadUnderlay = over[Underlay]
+	x.OverheadRelative = round(Ratio(over[Overlay], over[Underlay]), 4)
+	for _, l := range m.Loaded {
+		if l.Path == Overlay {
+			x.LoadedRTT = round(Ratio(l.LoadedMs.P50, l.IdleMs.P50), 4)
+		}
+	}
+	return x
+}
+
+// delaySweep measures TCP throughput (1 stream) on each path with added
+// delay on the first measured site's internet link, in both labs. It
+// returns the points and the mode's errors; without a delay impairment in
+// this build it notes that instead.
+func (r *labRun) delaySweep(ctx context.Context, paths []*path, errs []string, notes *[]string) ([]DelayResult, []string) {
+	s := r.cfg.Settings
+	if len(s.DelaysMs) == 0 {
+		return nil, errs
+	}
+	if setDelay == nil {
+		*notes = append(*notes, "Throughput against path delay was not measured: this build has no lab delay impairment.")
+		return nil, errs
+	}
+	var out []DelayResult
+	labs := []*lab.Lab{r.l, r.ref}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for _, l := range labs {
+			if err := setDelay(cctx, l, r.a, 0); err != nil {
+				errs = append(errs, "clearing the delay: "+err.Error())
+			}
+		}
+	}()
+	dur := time.Duration(s.TransferS * float64(time.Second))
+	for _, ms := range s.DelaysMs {
+		d := time.Duration(ms * float64(time.Millisecond))
+		r.progress("throughput vs delay: %v added on %s's internet link", d, r.a)
+		var err error
+		for _, l := range labs {
+			err = errors.Join(err, setDelay(ctx, l, r.a, d))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("delay %v: %v", d, err))
+			continue
+		}
+		for _, p := range paths {
+			pt := DelayResult{Path: p.info.Name, DelayMs: ms}
+			if ping, err := lab.Ping(ctx, p.from, p.to, 5, 50*time.Millisecond); err == nil && ping.Received > 0 {
+				pt.RTTMs = round(float64(ping.Avg)/float64(time.Millisecond), 3)
+			}
+			t, err := measureTCP(ctx, p, dur, 1)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: delay %v: %v", p.info.Name, d, err))
+				continue
+			}
+			pt.Mbps = t.Mbps
+			out = append(out, pt)
+		}
+	}
+	return out, errs
+}
+
+// setDelay adds delay d to a site's internet link in a lab (0 clears it);
+// nil when this build has no lab delay impairment.
+var setDelay func(ctx context.Context, l *lab.Lab, site string, d time.Duration) error

@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fednet/fednet/internal/demo"
+	"github.com/fednet/fednet/internal/lab"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// SpecFile is where `fednet lab up` and the demo keep a lab's spec, in its
+// state directory, so that `fednet bench --lab NAME` finds it.
+const SpecFile = "spec.yaml"
+
+// DefaultLabName names the lab bench builds when it is not given one.
+const DefaultLabName = "bench"
+
+// LabConfig configures a run on a lab.
+type LabConfig struct {
+	// Lab names an existing, federated lab (`fednet lab up --federate`,
+	// `fednet lab demo --keep`). Empty: bench builds a lab from SpecYAML
+	// named Name, federates it with one agent per gateway (plan files) and
+	// removes it afterwards.
+	Lab string
+	// SpecYAML is the lab's spec. For an existing lab, empty means the spec
+	// in the lab's state directory (SpecFile).
+	SpecYAML string
+	// SpecName says where the spec came from, for the report.
+	SpecName string
+	// Name names the lab bench builds (default DefaultLabName).
+	Name string
+	// Binary is the fednet executable for agents and the standalone
+	// tunnel's devices (default: this one).
+	Binary   string
+	Settings Settings
+	Quick    bool
+	// Keep leaves the labs bench built running.
+	Keep bool
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+}
+
+// labRun is one run's state.
+type labRun struct {
+	cfg      LabConfig
+	start    time.Time
+	f        *spec.Federation
+	l, ref   *lab.Lab
+	a, b     string // the two measured sites
+	cleanups []func(context.Context) error
+}
+
+func (r *labRun) progress(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, "[%6.1fs] %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
+	}
+}
+
+// onCleanup registers fn to run when the run ends, latest first.
+func (r *labRun) onCleanup(fn func(context.Context) error) { r.cleanups = append(r.cleanups, fn) }
+
+// RunLab measures a lab: the overlay between the first hosts of its first
+// two sites (and, per bridged network of both, between their bridged
+// hosts) against the underlay and a standalone wireguard-go tunnel in a
+// reference lab of the same two sites. Measurements that fail are listed
+// in the mode's Errors and the run goes on; the error is non-nil when
+// nothing could be measured or something was left behind.
+func RunLab(ctx context.Context, cfg LabConfig) (res *Results, err error) {
+	r := &labRun{cfg: cfg, start: time.Now()}
+	if r.cfg.Name == "" {
+		r.cfg.Name = DefaultLabName
+	}
+	if r.cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the fednet executable: %w", err)
+		}
+		r.cfg.Binary = exe
+	}
+	if len(r.cfg.Settings.Streams) == 0 {
+		r.cfg.Settings = DefaultSettings()
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		var errs []error
+		for i := len(r.cleanups) - 1; i >= 0; i-- {
+			errs = append(errs, r.cleanups[i](cctx))
+		}
+		if cerr := errors.Join(errs...); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleaning up: %w", cerr))
+		}
+	}()
+	if err := r.setUp(ctx); err != nil {
+		return nil, err
+	}
+	return r.measure(ctx)
+}
+
+// setUp opens or builds the measured lab and builds the reference lab.
+func (r *labRun) setUp(ctx context.Context) error {
+	if err := r.readSpec(); err != nil {
+		return err
+	}
+	if len(r.f.Sites) < 2 {
+		return errors.New("bench needs a spec of at least two sites")
+	}
+	r.a, r.b = r.f.Sites[0].Name, r.f.Sites[1].Name
+	var err error
+	if r.cfg.Lab != "" {
+		err = r.openLab(ctx)
+	} else {
+		err = r.buildLab(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if len(r.l.Hosts(r.a)) == 0 || len(r.l.Hosts(r.b)) == 0 {
+		return fmt.Errorf("lab %q: sites %s and %s need a host each (lab.hostsPerSite)", r.l.Name, r.a, r.b)
+	}
+	pairs := []demo.Pair{{From: r.l.Hosts(r.a)[0], To: r.l.Hosts(r.b)[0]}}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := demo.WaitReachable(wctx, pairs, nil); err != nil {
+		return fmt.Errorf("lab %q is not federated (is it up with --federate?): %w", r.l.Name, err)
+	}
+
+	refName := referenceName(r.l.Name)
+	r.progress("reference lab %q: sites %s and %s without fednet (underlay, standalone wireguard-go)", refName, r.a, r.b)
+	if err := lab.Down(ctx, refName); err != nil {
+		return fmt.Errorf("removing an old reference lab %q: %w", refName, err)
+	}
+	ref, err := lab.Up(ctx, lab.Config{Federation: referenceSpec(r.f, r.a, r.b), Name: refName})
+	if err != nil {
+		return fmt.Errorf("reference lab: %w", err)
+	}
+	r.ref = ref
+	if !r.cfg.Keep {
+		r.onCleanup(ref.Down)
+	}
+	mtu := r.tunnelMTU(ctx)
+	if err := startStandalone(ctx, ref, r.cfg.Binary, mtu); err != nil {
+		return err
+	}
+	rh := []demo.Pair{{From: ref.Hosts(r.a)[0], To: ref.Hosts(r.b)[0]}}
+	wctx2, cancel2 := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel2()
+	if _, err := demo.WaitReachable(wctx2, rh, nil); err != nil {
+		return fmt.Errorf("standalone wireguard-go tunnel: %w", err)
+	}
+	return nil
+}
+
+// readSpec parses the configured spec, or for an existing lab the one in
+// its state directory.
+func (r *labRun) readSpec() error {
+	text := r.cfg.SpecYAML
+	if text == "" {
+		if r.cfg.Lab == "" {
+			return errors.New("no spec: give a spec file (--spec) or an existing lab (--lab)")
+		}
+		p := filepath.Join(lab.DefaultDir(r.cfg.Lab), SpecFile)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("lab %q: no saved spec (%v); pass the spec it was built from with --spec", r.cfg.Lab, err)
+		}
+		text, r.cfg.SpecName = string(b), p
+	}
+	f, err := spec.Parse([]byte(text))
+	if err != nil {
+		return fmt.Errorf("spec %s: %w", r.cfg.SpecName, err)
+	}
+	r.f = f
+	return nil
+}
+
+// bridgedNetworks returns the spec's bridged networks that the lab can
+// place hosts on (those with a subnet) and that join both measured sites.
+func (r *labRun) bridgedNetworks() []lab.BridgedNetwork {
+	var out []lab.BridgedNetwork
+	for _, n := range r.f.Networks {
+		if n.Mode == spec.Bridged && n.Subnet.IsValid() && slices.Contains(n.Sites, r.a) && slices.Contains(n.Sites, r.b) {
+			out = append(out, lab.BridgedNetwork{Name: n.Name, Subnet: n.Subnet, Sites: n.Sites})
+		}
+	}
+	return out
+}
+
+// openLab opens an existing lab, telling from its namespaces whether it
+// has a manager and bridged segments.
+func (r *labRun) openLab(ctx context.Context) error {
+	st, err := lab.Status(ctx, r.cfg.Lab)
+	if err != nil {
+		return err
+	}
+	if !st.Exists() {
+		return fmt.Errorf("lab %q does not exist; start one with `fednet lab demo --keep` or `fednet lab up -f SPEC --federate`, or let bench build one (--spec)", r.cfg.Lab)
+	}
+	cfg := lab.Config{Federation: r.f, Name: r.cfg.Lab}
+	for _, ns := range st.Namespaces {
+		rest := strings.TrimPrefix(ns.Name, lab.Prefix+r.cfg.Lab+"-")
+		switch {
+		case rest == "mgr":
+			cfg.Manager = true
+		case strings.HasPrefix(rest, "br-"):
+			cfg.Bridged = r.bridgedNetworks()
+		}
+	}
+	l, err := lab.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	r.l = l
+	r.progress("lab %q: %d sites, measuring %s -> %s", l.Name, len(l.Sites()), r.a, r.b)
+	return nil
+}
+
+// buildLab builds the lab, federates it with plan files and registers its
+// removal.
+func (r *labRun) buildLab(ctx context.Context) error {
+	name := r.cfg.Name
+	if err := lab.Down(ctx, name); err != nil {
+		return fmt.Errorf("removing an old lab %q: %w", name, err)
+	}
+	r.progress("building lab %q from %s: %d sites", name, r.cfg.SpecName, len(r.f.Sites))
+	l, err := lab.Up(ctx, lab.Config{Federation: r.f, Name: name, Bridged: r.bridgedNetworks()})
+	if err != nil {
+		return err
+	}
+	r.l = l
+	if !r.cfg.Keep {
+		r.onCleanup(l.Down)
+	}
+	d, err := demo.Deploy(ctx, l, r.cfg.Binary)
+	if err != nil {
+		return err
+	}
+	if !r.cfg.Keep {
+		r.onCleanup(d.Stop)
+	}
+	pairs := demo.CrossSitePairs(l, l.Sites())
+	for _, bn := range r.bridgedNetworks() {
+		pairs = append(pairs, demo.Pair{From: l.BridgedHosts(bn.Name, r.a)[0], To: l.BridgedHosts(bn.Name, r.b)[0]})
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	took, err := demo.WaitReachable(wctx, pairs, d.AgentsAlive)
+	if err != nil {
+		return fmt.Errorf("the lab did not federate: %w", err)
+	}
+	r.progress("federated: %d host pairs reachable after %v", len(pairs), took.Round(time.Millisecond))
+	return nil
+}
+
+// tunnelMTU reads the MTU of the first measured gateway's WireGuard
+// interface, so the standalone tunnel gets the same (1420 if unreadable).
+func (r *labRun) tunnelMTU(ctx context.Context) int {
+	iface := r.f.Overlay.Interface
+	if iface == "" {
+		iface = spec.DefaultInterface
+	}
+	if v, err := readSys(ctx, r.l.SiteGateways(r.a)[0], iface+"/mtu"); err == nil {
+		return v
+	}
+	return 1420
+}
+
+// readSys reads an integer under /sys/class/net/ in a place.
+func readSys(ctx context.Context, at lab.Commander, file string) (int, error) {
+	out, err := at.Command(ctx, "cat", "/sys/class/net/"+file).Output()
+	if err != nil {
+		return 0, fmt.Errorf("reading %s in %s: %w", file, at, err)
+	}
+	return strconv.Atoi(strings.TrimSpace(string(out)))
+}

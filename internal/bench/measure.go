@@ -1,0 +1,293 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fednet/fednet/internal/lab"
+)
+
+// path is one measured path: where the client runs, the address it sends
+// to (where an iperf3 server listens on port), and the interfaces whose
+// counters make up the path's wire.
+type path struct {
+	info PathInfo
+	from lab.Commander
+	to   netip.Addr
+	port int
+	// wire lists the public interfaces of both ends of the path's wire
+	// (the gateways); none: the overhead is not measured.
+	wire []wireIface
+	// keepOffloads leaves the wire interfaces' segmentation as it is (on
+	// machines bench does not own).
+	keepOffloads bool
+}
+
+// wireIface is a network interface in some place.
+type wireIface struct {
+	at    lab.Commander
+	iface string
+}
+
+func (w wireIface) String() string { return w.at.String() + " " + w.iface }
+
+// pathResult is everything measured on one path.
+type pathResult struct {
+	rtt      *RTTResult
+	tcp      []TCPResult
+	udp      []UDPResult
+	overhead *OverheadResult
+	loaded   *LoadedResult
+	errs     []string
+}
+
+func (r *pathResult) fail(what string, err error) {
+	r.errs = append(r.errs, what+": "+err.Error())
+}
+
+// measurePath runs every measurement but the delay sweep on p.
+func measurePath(ctx context.Context, s Settings, p *path, progress func(string, ...any)) *pathResult {
+	r := &pathResult{}
+	name := p.info.Name
+	interval := time.Duration(s.PingIntervalMs * float64(time.Millisecond))
+	progress("%s: %d pings at %v, %s -> %s", name, s.PingCount, interval, p.info.From, p.info.To)
+	if rtt, err := measureRTT(ctx, p, s.PingCount, interval); err != nil {
+		r.fail("rtt", err)
+	} else {
+		r.rtt = &rtt
+	}
+	dur := time.Duration(s.TransferS * float64(time.Second))
+	for _, n := range s.Streams {
+		progress("%s: TCP, %d stream(s), %v", name, n, dur)
+		t, err := measureTCP(ctx, p, dur, n)
+		if err != nil {
+			r.fail(fmt.Sprintf("tcp %d streams", n), err)
+			continue
+		}
+		r.tcp = append(r.tcp, t)
+	}
+	for _, rate := range s.UDPRatesMbps {
+		progress("%s: UDP at %g Mbit/s, %v", name, rate, dur)
+		u, err := measureUDP(ctx, p, dur, rate)
+		if err != nil {
+			r.fail(fmt.Sprintf("udp %g Mbit/s", rate), err)
+			continue
+		}
+		r.udp = append(r.udp, u)
+	}
+	if len(p.wire) > 0 && s.OverheadBytes > 0 {
+		progress("%s: traffic overhead, %d bytes over TCP", name, s.OverheadBytes)
+		if o, err := measureOverhead(ctx, p, s.OverheadBytes); err != nil {
+			r.fail("overhead", err)
+		} else {
+			r.overhead = &o
+		}
+	}
+	progress("%s: latency under load (ping during a bulk TCP transfer)", name)
+	var idle Summary
+	if r.rtt != nil {
+		idle = r.rtt.Ms
+	}
+	if l, err := measureLoaded(ctx, p, dur, interval, idle); err != nil {
+		r.fail("latency under load", err)
+	} else {
+		r.loaded = &l
+	}
+	return r
+}
+
+// measureRTT pings the path's target.
+func measureRTT(ctx context.Context, p *path, count int, interval time.Duration) (RTTResult, error) {
+	res, err := lab.Ping(ctx, p.from, p.to, count, interval)
+	if err != nil {
+		return RTTResult{}, err
+	}
+	if res.Received == 0 {
+		return RTTResult{}, fmt.Errorf("no reply to %d pings from %s to %s", res.Sent, p.from, p.to)
+	}
+	samples := millis(res.RTTs)
+	return RTTResult{Path: p.info.Name, Sent: res.Sent, Received: res.Received, LossPct: round(100*res.Loss(), 2),
+		Ms: Summarize(samples), SamplesMs: samples}, nil
+}
+
+func millis(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = round(float64(d)/float64(time.Millisecond), 4)
+	}
+	return out
+}
+
+// measureTCP runs one timed iperf3 TCP test.
+func measureTCP(ctx context.Context, p *path, d time.Duration, streams int) (TCPResult, error) {
+	r, err := transfer{from: p.from, to: p.to, port: p.port, duration: d, streams: streams}.run(ctx)
+	if err != nil {
+		return TCPResult{}, err
+	}
+	return TCPResult{Path: p.info.Name, Streams: streams, Mbps: round(r.Mbps, 1), Retransmits: r.Retransmits, Seconds: round(r.Seconds, 2)}, nil
+}
+
+// measureUDP runs one timed iperf3 UDP test at an offered rate.
+func measureUDP(ctx context.Context, p *path, d time.Duration, rate float64) (UDPResult, error) {
+	r, err := transfer{from: p.from, to: p.to, port: p.port, duration: d, udpMbps: rate}.run(ctx)
+	if err != nil {
+		return UDPResult{}, err
+	}
+	return UDPResult{Path: p.info.Name, OfferedMbps: rate, SentMbps: round(r.SentMbps, 1), Mbps: round(r.Mbps, 1),
+		LossPct: round(r.LostPercent, 3), JitterMs: round(r.JitterMs, 4)}, nil
+}
+
+// measureOverhead sends a fixed number of bytes over TCP and counts the
+// frames both ends' public interfaces send meanwhile. Segmentation
+// offloads would count one super-packet of up to 64 KiB where the wire
+// carries many packets, each with its headers; so for the transfer the
+// interfaces get gso_max_segs 1 (the kernel then segments before the
+// interface counts) and their old value back afterwards.
+func measureOverhead(ctx context.Context, p *path, n int64) (res OverheadResult, err error) {
+	if !p.keepOffloads {
+		restore, serr := segmentOnWire(ctx, p.wire)
+		defer func() { err = errors.Join(err, restore()) }()
+		if serr != nil {
+			return res, serr
+		}
+	}
+	before, err := wireCounters(ctx, p.wire)
+	if err != nil {
+		return res, err
+	}
+	r, err := transfer{from: p.from, to: p.to, port: p.port, bytes: n, streams: 1}.run(ctx)
+	if err != nil {
+		return res, err
+	}
+	after, err := wireCounters(ctx, p.wire)
+	if err != nil {
+		return res, err
+	}
+	var where []string
+	for _, w := range p.wire {
+		where = append(where, w.String())
+	}
+	res = OverheadResult{Path: p.info.Name, PayloadBytes: r.Bytes, WireBytes: after.bytes - before.bytes,
+		WirePackets: after.packets - before.packets, Counted: "tx of " + strings.Join(where, " and ")}
+	res.Ratio = round(Ratio(float64(res.WireBytes), float64(res.PayloadBytes)), 4)
+	return res, nil
+}
+
+type counters struct{ bytes, packets int64 }
+
+// wireCounters adds up the transmit counters of the interfaces.
+func wireCounters(ctx context.Context, wire []wireIface) (counters, error) {
+	var c counters
+	for _, w := range wire {
+		out, err := w.at.Command(ctx, "cat", "/sys/class/net/"+w.iface+"/statistics/tx_bytes",
+			"/sys/class/net/"+w.iface+"/statistics/tx_packets").Output()
+		if err != nil {
+			return c, fmt.Errorf("reading the counters of %s: %w", w, err)
+		}
+		f := strings.Fields(string(out))
+		if len(f) != 2 {
+			return c, fmt.Errorf("reading the counters of %s: got %q", w, out)
+		}
+		b, err1 := strconv.ParseInt(f[0], 10, 64)
+		pk, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return c, fmt.Errorf("reading the counters of %s: %w", w, err)
+		}
+		c.bytes += b
+		c.packets += pk
+	}
+	return c, nil
+}
+
+// segmentOnWire sets gso_max_segs 1 on the interfaces and returns what
+// restores their old values (always non-nil).
+func segmentOnWire(ctx context.Context, wire []wireIface) (func() error, error) {
+	var undo []func() error
+	restore := func() error {
+		var errs []error
+		for _, u := range undo {
+			errs = append(errs, u())
+		}
+		return errors.Join(errs...)
+	}
+	for _, w := range wire {
+		old, err := gsoMaxSegs(ctx, w)
+		if err != nil {
+			return restore, err
+		}
+		if err := setGSOSegs(ctx, w, "1"); err != nil {
+			return restore, err
+		}
+		undo = append(undo, func() error {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return setGSOSegs(cctx, w, old)
+		})
+	}
+	return restore, nil
+}
+
+// gsoMaxSegs reads an interface's gso_max_segs (ip -d -j link).
+func gsoMaxSegs(ctx context.Context, w wireIface) (string, error) {
+	out, err := w.at.Command(ctx, "ip", "-d", "-j", "link", "show", "dev", w.iface).Output()
+	if err != nil {
+		return "", fmt.Errorf("reading gso_max_segs of %s: %w", w, err)
+	}
+	var links []struct {
+		GSOMaxSegs *int `json:"gso_max_segs"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 || links[0].GSOMaxSegs == nil {
+		return "", fmt.Errorf("reading gso_max_segs of %s: unexpected output of ip -d -j link: %.200s", w, out)
+	}
+	return strconv.Itoa(*links[0].GSOMaxSegs), nil
+}
+
+func setGSOSegs(ctx context.Context, w wireIface, v string) error {
+	if out, err := w.at.Command(ctx, "ip", "link", "set", "dev", w.iface, "gso_max_segs", v).CombinedOutput(); err != nil {
+		return fmt.Errorf("setting gso_max_segs %s on %s: %w: %s", v, w, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// measureLoaded pings the path's target while a bulk TCP transfer of d
+// runs on the same path: pings start a second into the transfer and stop
+// a second before its end, so they see a full queue.
+func measureLoaded(ctx context.Context, p *path, d time.Duration, interval time.Duration, idle Summary) (LoadedResult, error) {
+	if d < 3*time.Second {
+		d = 3 * time.Second
+	}
+	var wg sync.WaitGroup
+	var bulk iperfResult
+	var bulkErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bulk, bulkErr = transfer{from: p.from, to: p.to, port: p.port, duration: d, streams: 1}.run(ctx)
+	}()
+	var res lab.PingResult
+	var pingErr error
+	select {
+	case <-time.After(time.Second):
+		count := int((d - 2*time.Second) / interval)
+		res, pingErr = lab.Ping(ctx, p.from, p.to, max(count, 1), interval)
+	case <-ctx.Done():
+		pingErr = ctx.Err()
+	}
+	wg.Wait()
+	if err := errors.Join(bulkErr, pingErr); err != nil {
+		return LoadedResult{}, err
+	}
+	if res.Received == 0 {
+		return LoadedResult{}, fmt.Errorf("no reply to %d pings under load from %s to %s", res.Sent, p.from, p.to)
+	}
+	samples := millis(res.RTTs)
+	return LoadedResult{Path: p.info.Name, IdleMs: idle, LoadedMs: Summarize(samples), LoadMbps: round(bulk.Mbps, 1),
+		LossPct: round(100*res.Loss(), 2), SamplesMs: samples}, nil
+}

@@ -1,0 +1,265 @@
+package bench
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// plotFile is one plot written as base.svg and base.png.
+type plotFile struct {
+	mode  string // modeKey of its mode
+	base  string // file name without extension
+	title string
+}
+
+// Plot size: wide enough for a legend beside the data, small enough for a
+// README.
+const (
+	plotWidth  = 16 * vg.Centimeter
+	plotHeight = 10 * vg.Centimeter
+)
+
+// pathColors gives each path the same colour in every plot.
+var pathColors = map[string]color.RGBA{
+	Overlay:    {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	Underlay:   {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	Standalone: {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+}
+
+func pathColor(p string) color.Color {
+	if c, ok := pathColors[p]; ok {
+		return c
+	}
+	return color.Black
+}
+
+// writePlots writes every plot of r into dir, each as SVG and PNG, and
+// returns them in order.
+func writePlots(dir string, r *Results) ([]plotFile, error) {
+	var out []plotFile
+	for _, m := range r.Modes {
+		key := modeKey(m)
+		for _, mk := range []struct {
+			name, title string
+			make        func(ModeResult) (*plot.Plot, bool, error)
+		}{
+			{"rtt-cdf", "RTT distribution (CDF)", rttCDF},
+			{"rtt-series", "RTT time series", rttSeries},
+			{"rtt-box", "RTT idle and under load (box plots)", rttBox},
+			{"throughput", "TCP throughput", throughputBars},
+			{"udp", "UDP received rate and loss at offered rates", udpPlot},
+			{"throughput-delay", "TCP throughput against added path delay", throughputDelay},
+		} {
+			p, ok, err := mk.make(m)
+			if err != nil {
+				return out, fmt.Errorf("plot %s of %s: %w", mk.name, key, err)
+			}
+			if !ok {
+				continue
+			}
+			p.Title.Text = modeTitle(m) + ": " + mk.title
+			base := key + "-" + mk.name
+			for _, ext := range []string{".svg", ".png"} {
+				if err := p.Save(plotWidth, plotHeight, filepath.Join(dir, base+ext)); err != nil {
+					return out, fmt.Errorf("writing plot %s%s: %w", base, ext, err)
+				}
+			}
+			out = append(out, plotFile{mode: key, base: base, title: modeTitle(m) + ": " + mk.title})
+		}
+	}
+	return out, nil
+}
+
+func newPlot(x, y string) *plot.Plot {
+	p := plot.New()
+	p.X.Label.Text, p.Y.Label.Text = x, y
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+func addLine(p *plot.Plot, name string, pts plotter.XYs, withPoints bool) error {
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color = pathColor(name)
+	l.Width = vg.Points(1.2)
+	p.Add(l)
+	p.Legend.Add(name, l)
+	if withPoints {
+		s, err := plotter.NewScatter(pts)
+		if err != nil {
+			return err
+		}
+		s.Color = pathColor(name)
+		p.Add(s)
+	}
+	return nil
+}
+
+// rttCDF: the empirical distribution of each path's RTTs.
+func rttCDF(m ModeResult) (*plot.Plot, bool, error) {
+	p := newPlot("round-trip time (ms)", "fraction of probes")
+	p.Legend.Left, p.Legend.Top = false, false
+	p.Y.Min, p.Y.Max = 0, 1
+	for _, r := range m.RTT {
+		var pts plotter.XYs
+		prev := 0.0
+		for _, c := range CDF(r.SamplesMs) {
+			// Steps: the fraction holds until the next value.
+			pts = append(pts, plotter.XY{X: c.Value, Y: prev}, plotter.XY{X: c.Value, Y: c.Fraction})
+			prev = c.Fraction
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		if err := addLine(p, r.Path, pts, false); err != nil {
+			return nil, false, err
+		}
+	}
+	return p, len(m.RTT) > 0, nil
+}
+
+// rttSeries: each path's RTTs in the order they arrived.
+func rttSeries(m ModeResult) (*plot.Plot, bool, error) {
+	p := newPlot("probe", "round-trip time (ms)")
+	for _, r := range m.RTT {
+		pts := make(plotter.XYs, len(r.SamplesMs))
+		for i, v := range r.SamplesMs {
+			pts[i] = plotter.XY{X: float64(i + 1), Y: v}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		if err := addLine(p, r.Path, pts, false); err != nil {
+			return nil, false, err
+		}
+	}
+	return p, len(m.RTT) > 0, nil
+}
+
+// rttBox: a box per path idle, and per path under load.
+func rttBox(m ModeResult) (*plot.Plot, bool, error) {
+	p := newPlot("", "round-trip time (ms)")
+	var names []string
+	add := func(name, path string, v []float64) error {
+		if len(v) == 0 {
+			return nil
+		}
+		b, err := plotter.NewBoxPlot(vg.Points(28), float64(len(names)), plotter.Values(v))
+		if err != nil {
+			return err
+		}
+		b.FillColor = pathColor(path)
+		p.Add(b)
+		names = append(names, name)
+		return nil
+	}
+	for _, r := range m.RTT {
+		if err := add(r.Path, r.Path, r.SamplesMs); err != nil {
+			return nil, false, err
+		}
+	}
+	for _, l := range m.Loaded {
+		if err := add(l.Path+"\nunder load", l.Path, l.SamplesMs); err != nil {
+			return nil, false, err
+		}
+	}
+	p.NominalX(names...)
+	return p, len(names) > 0, nil
+}
+
+// throughputBars: TCP Mbit/s, grouped by stream count, a bar per path.
+func throughputBars(m ModeResult) (*plot.Plot, bool, error) {
+	p := newPlot("", "TCP throughput (Mbit/s)")
+	var streams []int
+	var paths []string
+	for _, t := range m.TCP {
+		if !slices.Contains(streams, t.Streams) {
+			streams = append(streams, t.Streams)
+		}
+		if !slices.Contains(paths, t.Path) {
+			paths = append(paths, t.Path)
+		}
+	}
+	slices.Sort(streams)
+	w := vg.Points(24)
+	for i, path := range paths {
+		vals := make(plotter.Values, len(streams))
+		for j, n := range streams {
+			for _, t := range m.TCP {
+				if t.Path == path && t.Streams == n {
+					vals[j] = t.Mbps
+				}
+			}
+		}
+		b, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return nil, false, err
+		}
+		b.Color = pathColor(path)
+		b.LineStyle.Width = 0
+		b.Offset = w * vg.Length(float64(i)-float64(len(paths)-1)/2)
+		p.Add(b)
+		p.Legend.Add(path, b)
+	}
+	names := make([]string, len(streams))
+	for i, n := range streams {
+		names[i] = strconv.Itoa(n) + " stream"
+		if n > 1 {
+			names[i] += "s"
+		}
+	}
+	p.NominalX(names...)
+	p.Y.Min = 0
+	return p, len(paths) > 0, nil
+}
+
+// udpPlot: received rate against offered rate, per path.
+func udpPlot(m ModeResult) (*plot.Plot, bool, error) {
+	p := newPlot("offered rate (Mbit/s)", "received rate (Mbit/s)")
+	p.Legend.Left = true
+	by := map[string]plotter.XYs{}
+	var order []string
+	for _, u := range m.UDP {
+		if _, ok := by[u.Path]; !ok {
+			order = append(order, u.Path)
+		}
+		by[u.Path] = append(by[u.Path], plotter.XY{X: u.OfferedMbps, Y: u.Mbps})
+	}
+	for _, path := range order {
+		if err := addLine(p, path, by[path], true); err != nil {
+			return nil, false, err
+		}
+	}
+	p.X.Min, p.Y.Min = 0, 0
+	return p, len(order) > 0, nil
+}
+
+// throughputDelay: TCP Mbit/s against added delay, per path (seed 002).
+func throughputDelay(m ModeResult) (*plot.Plot, bool, error) {
+	p := newPlot("added path delay (ms)", "TCP throughput, 1 stream (Mbit/s)")
+	by := map[string]plotter.XYs{}
+	var order []string
+	for _, d := range m.Delay {
+		if _, ok := by[d.Path]; !ok {
+			order = append(order, d.Path)
+		}
+		by[d.Path] = append(by[d.Path], plotter.XY{X: d.DelayMs, Y: d.Mbps})
+	}
+	for _, path := range order {
+		if err := addLine(p, path, by[path], true); err != nil {
+			return nil, false, err
+		}
+	}
+	p.Y.Min = 0
+	return p, len(order) > 0, nil
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fednet/fednet/internal/bench"
+	"github.com/fednet/fednet/internal/demo"
+)
+
+func newBenchCmd() *cobra.Command {
+	var (
+		labName, specFile, name, out string
+		quick, keep                  bool
+		live                         bench.LiveConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "bench [--lab NAME | --spec FILE | --live ...] [--out DIR] [--quick]",
+		Short: "Measure the overlay against the underlay and a plain WireGuard tunnel; write tables and plots",
+		Long: `Bench measures what the overlay costs, side by side in one run:
+  - round-trip time: N pings (default 200, 10 ms apart): p50/p90/p99/mean,
+    distribution and time series;
+  - TCP throughput with 1 and 4 streams (iperf3);
+  - UDP at offered rates of 100, 500 and 1000 Mbit/s, with loss;
+  - traffic overhead: bytes on the wire over payload bytes of a fixed-size TCP
+    transfer (NetFed's Table 2);
+  - latency under load: pings during a bulk transfer (NetFed's Table 3);
+  - TCP throughput against added path delay 0 to 200 ms (when the lab can
+    delay a link).
+Each on three paths: the overlay (host to host across two sites through the
+gateways), the underlay (gateway to gateway between public addresses, no
+tunnel) and a standalone wireguard-go tunnel set up by hand without fednet, on
+the same machine; for the routed network and for each bridged network of the
+spec. Results: results.json (with the overlay/underlay, fednet/standalone and
+wire/payload ratios), results.md, plots (SVG and PNG) and index.html, in the
+output directory.
+
+On a lab (needs root): --lab NAME measures a running, federated lab (from
+"fednet lab demo --keep" or "fednet lab up -f SPEC --federate"); without
+--lab, bench builds a lab from --spec (default: the demo's three sites),
+federates it, measures and removes it. Either way it builds a reference lab
+of the same two sites for the underlay and the standalone tunnel.
+
+On a live federation: --live, run on a host of one site, against a host of
+another site (--overlay-target) and, for the underlay, the public address of
+that site's gateway or any machine next to it outside the overlay
+(--underlay-target); both must run "iperf3 -s". See docs/bench.md.`,
+		Example: `  fednet bench --quick                                # a short run on a lab of its own
+  fednet bench --spec examples/bridged.yaml --out bench-bridged
+  fednet lab demo --keep && fednet bench --lab demo
+  fednet bench --live --overlay-target 10.2.0.1 --underlay-target 203.0.113.20`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			settings := bench.DefaultSettings()
+			if quick {
+				settings = bench.QuickSettings()
+			}
+			if out == "" {
+				out = "bench-" + time.Now().UTC().Format("20060102-150405")
+			}
+			progress := cmd.ErrOrStderr()
+			var res *bench.Results
+			var err error
+			if live.Overlay != "" || live.Underlay != "" || cmd.Flags().Changed("live") {
+				live.Settings, live.Quick, live.Progress = settings, quick, progress
+				res, err = bench.RunLive(cmd.Context(), live)
+			} else {
+				if err := needRoot(); err != nil {
+					return err
+				}
+				cfg := bench.LabConfig{Lab: labName, Name: name, Settings: settings, Quick: quick, Keep: keep, Progress: progress}
+				switch {
+				case specFile != "":
+					if _, err := readSpec(specFile); err != nil {
+						return err
+					}
+					b, err := os.ReadFile(specFile)
+					if err != nil {
+						return err
+					}
+					cfg.SpecYAML, cfg.SpecName = string(b), specFile
+				case labName == "":
+					cfg.SpecYAML, err = demo.GenerateSpecYAML(3)
+					if err != nil {
+						return err
+					}
+					cfg.SpecName = "the demo's three sites"
+				}
+				res, err = bench.RunLab(cmd.Context(), cfg)
+			}
+			if res != nil {
+				if werr := bench.Write(out, res); werr != nil {
+					return werr
+				}
+				abs, _ := filepath.Abs(out)
+				fmt.Fprint(cmd.OutOrStdout(), bench.Headline(res))
+				fmt.Fprintf(cmd.OutOrStdout(), "\nresults in %s (open index.html)\n", abs)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&labName, "lab", "", "measure this running, federated lab instead of building one")
+	cmd.Flags().StringVarP(&specFile, "spec", "f", "", "the lab's spec (default: the demo's three sites; with --lab: the spec saved with the lab)")
+	cmd.Flags().StringVar(&name, "name", bench.DefaultLabName, "name of the lab bench builds (without --lab)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (default bench-<UTC timestamp>)")
+	cmd.Flags().BoolVar(&quick, "quick", false, "short run: 20 pings, 1 s transfers, one UDP rate, delays 0 and 50 ms")
+	cmd.Flags().BoolVar(&keep, "keep", false, "leave the labs bench built running")
+	cmd.Flags().Bool("live", false, "measure a live federation from this machine (see --overlay-target)")
+	cmd.Flags().StringVar(&live.Overlay, "overlay-target", "", "live: overlay address of a host in another site running iperf3 -s")
+	cmd.Flags().StringVar(&live.Underlay, "underlay-target", "", "live: public address, outside the overlay, next to that host, running iperf3 -s")
+	cmd.Flags().StringVar(&live.WireInterface, "wire-interface", "", "live, when run on a gateway: its public interface, whose counters give the traffic overhead")
+	return cmd
+}
