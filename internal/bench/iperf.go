@@ -94,35 +94,32 @@ func (t transfer) run(ctx context.Context) (iperfResult, error) {
 	return r, nil
 }
 
+// iperfSum is one of the summaries in iperf3's report.
+type iperfSum struct {
+	Seconds       float64 `json:"seconds"`
+	Bytes         int64   `json:"bytes"`
+	BitsPerSecond float64 `json:"bits_per_second"`
+	Retransmits   int     `json:"retransmits"`
+	// UDP only.
+	JitterMs    float64 `json:"jitter_ms"`
+	LostPercent float64 `json:"lost_percent"`
+}
+
 // iperfJSON is the part of iperf3's client report (-J) bench reads.
 type iperfJSON struct {
 	Error string `json:"error"`
 	End   struct {
-		SumSent struct {
-			Seconds       float64 `json:"seconds"`
-			Bytes         int64   `json:"bytes"`
-			BitsPerSecond float64 `json:"bits_per_second"`
-			Retransmits   int     `json:"retransmits"`
-		} `json:"sum_sent"`
-		SumReceived struct {
-			Seconds       float64 `json:"seconds"`
-			Bytes         int64   `json:"bytes"`
-			BitsPerSecond float64 `json:"bits_per_second"`
-		} `json:"sum_received"`
-		// Sum is the UDP summary (iperf3 3.12 and earlier put it here).
-		Sum struct {
-			Seconds       float64 `json:"seconds"`
-			Bytes         int64   `json:"bytes"`
-			BitsPerSecond float64 `json:"bits_per_second"`
-			JitterMs      float64 `json:"jitter_ms"`
-			LostPercent   float64 `json:"lost_percent"`
-		} `json:"sum"`
+		SumSent     iperfSum `json:"sum_sent"`
+		SumReceived iperfSum `json:"sum_received"`
+		// Sum is the UDP summary of the sender's side (iperf3 3.12).
+		Sum iperfSum `json:"sum"`
 	} `json:"end"`
 }
 
 // parseIperf reads iperf3's JSON client report of a TCP or a UDP test.
-// For UDP the received rate is the offered rate less the lost datagrams
-// (iperf3's own summary holds the sender's rate).
+// Rates, bytes, loss and jitter are the receiver's (sum_received); for
+// UDP from an iperf3 that reports only the sender's summary, the
+// received rate is the sent rate less the lost datagrams.
 func parseIperf(b []byte, udp bool) (iperfResult, error) {
 	var j iperfJSON
 	if err := json.Unmarshal(b, &j); err != nil {
@@ -131,25 +128,25 @@ func parseIperf(b []byte, udp bool) (iperfResult, error) {
 	if j.Error != "" {
 		return iperfResult{}, fmt.Errorf("iperf3: %s", j.Error)
 	}
+	recv, sent := j.End.SumReceived, j.End.SumSent
 	if udp {
-		s := j.End.Sum
-		if s.Seconds == 0 {
-			return iperfResult{}, fmt.Errorf("iperf3 reported no UDP summary")
+		if j.End.Sum.Seconds > 0 {
+			sent = j.End.Sum
 		}
-		// A later iperf3 reports the receiver's side in sum_received.
-		recv := s.BitsPerSecond * (1 - s.LostPercent/100)
-		if r := j.End.SumReceived; r.Seconds > 0 && r.BitsPerSecond > 0 {
-			recv = r.BitsPerSecond
+		if recv.Seconds == 0 && sent.Seconds > 0 {
+			recv = sent
+			recv.BitsPerSecond *= 1 - sent.LostPercent/100
 		}
-		return iperfResult{Mbps: recv / 1e6, SentMbps: s.BitsPerSecond / 1e6, Bytes: s.Bytes, Seconds: s.Seconds,
-			LostPercent: s.LostPercent, JitterMs: s.JitterMs}, nil
 	}
-	r := j.End.SumReceived
-	if r.Seconds == 0 {
+	if recv.Seconds == 0 {
 		return iperfResult{}, fmt.Errorf("iperf3 reported no received data")
 	}
-	return iperfResult{Mbps: r.BitsPerSecond / 1e6, SentMbps: j.End.SumSent.BitsPerSecond / 1e6, Bytes: r.Bytes,
-		Retransmits: j.End.SumSent.Retransmits, Seconds: r.Seconds}, nil
+	r := iperfResult{Mbps: recv.BitsPerSecond / 1e6, SentMbps: sent.BitsPerSecond / 1e6, Bytes: recv.Bytes,
+		Seconds: recv.Seconds, Retransmits: sent.Retransmits}
+	if udp {
+		r.LostPercent, r.JitterMs = recv.LostPercent, recv.JitterMs
+	}
+	return r, nil
 }
 
 // waitIperfServer polls until a TCP socket listens on port in the server's

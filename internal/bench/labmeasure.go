@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -35,10 +36,13 @@ func (r *labRun) wireOf(l *lab.Lab) []wireIface {
 
 // hostPath is the path from node from to node to's LAN address.
 func hostPath(name string, from, to *lab.Node, wire []wireIface) *path {
-	return &path{
-		info: PathInfo{Name: name, From: from.Name, To: to.Name, Address: to.LAN.Addr().String()},
-		from: from, to: to.LAN.Addr(), port: IperfPort, wire: wire,
-	}
+	return nodePath(PathInfo{Name: name, From: from.Name, To: to.Name, Address: to.LAN.Addr().String()}, from, to, to.LAN.Addr(), wire)
+}
+
+// nodePath is the path from node from to address addr of node to.
+func nodePath(info PathInfo, from, to *lab.Node, addr netip.Addr, wire []wireIface) *path {
+	return &path{info: info, from: from, to: addr, port: IperfPort, wire: wire,
+		send: func(ctx context.Context, n int64) (int64, error) { return sendExact(ctx, from, to, addr, n) }}
 }
 
 // measure runs every measurement and assembles the results.
@@ -54,10 +58,8 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 		"The lab's wire is veth pairs inside one kernel: throughput ratios measure the tunnel's CPU cost on this machine, not what a WAN link would show.")
 
 	rgwA, rgwB := r.ref.SiteGateways(r.a)[0], r.ref.SiteGateways(r.b)[0]
-	underlay := &path{
-		info: PathInfo{Name: Underlay, From: rgwA.Name, To: rgwB.Name, Address: rgwB.Public.Addr().String()},
-		from: rgwA, to: rgwB.Public.Addr(), port: IperfPort, wire: r.wireOf(r.ref),
-	}
+	underlay := nodePath(PathInfo{Name: Underlay, From: rgwA.Name, To: rgwB.Name, Address: rgwB.Public.Addr().String()},
+		rgwA, rgwB, rgwB.Public.Addr(), r.wireOf(r.ref))
 	standalone := hostPath(Standalone, r.ref.Hosts(r.a)[0], r.ref.Hosts(r.b)[0], r.wireOf(r.ref))
 	routed := hostPath(Overlay, r.l.Hosts(r.a)[0], r.l.Hosts(r.b)[0], r.wireOf(r.l))
 	for _, n := range []struct {
@@ -76,7 +78,7 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 	r.progress("mode routed")
 	mode := assemble("routed", []*path{routed, underlay, standalone},
 		map[string]*pathResult{Overlay: measurePath(ctx, s, routed, r.progress), Underlay: shared[Underlay], Standalone: shared[Standalone]})
-	mode.Delay, mode.Errors = r.delaySweep(ctx, []*path{routed, underlay, standalone}, mode.Errors, &res.Notes)
+	mode.Delay, mode.Errors = r.delaySweep(ctx, []*path{routed, underlay, standalone}, mode.Errors)
 	res.Modes = append(res.Modes, mode)
 
 	for _, bn := range r.bridgedNetworks() {
@@ -197,16 +199,12 @@ func ratios(m ModeResult) Ratios {
 }
 
 // delaySweep measures TCP throughput (1 stream) on each path with added
-// delay on the first measured site's internet link, in both labs. It
-// returns the points and the mode's errors; without a delay impairment in
-// this build it notes that instead.
-func (r *labRun) delaySweep(ctx context.Context, paths []*path, errs []string, notes *[]string) ([]DelayResult, []string) {
+// round-trip delay on the first measured site's internet link, in both
+// labs (lab.Impair: half the delay each way). It returns the points and
+// the mode's errors.
+func (r *labRun) delaySweep(ctx context.Context, paths []*path, errs []string) ([]DelayResult, []string) {
 	s := r.cfg.Settings
 	if len(s.DelaysMs) == 0 {
-		return nil, errs
-	}
-	if setDelay == nil {
-		*notes = append(*notes, "Throughput against path delay was not measured: this build has no lab delay impairment.")
 		return nil, errs
 	}
 	var out []DelayResult
@@ -215,7 +213,7 @@ func (r *labRun) delaySweep(ctx context.Context, paths []*path, errs []string, n
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		for _, l := range labs {
-			if err := setDelay(cctx, l, r.a, 0); err != nil {
+			if err := l.Clear(cctx, r.a); err != nil {
 				errs = append(errs, "clearing the delay: "+err.Error())
 			}
 		}
@@ -223,10 +221,10 @@ func (r *labRun) delaySweep(ctx context.Context, paths []*path, errs []string, n
 	dur := time.Duration(s.TransferS * float64(time.Second))
 	for _, ms := range s.DelaysMs {
 		d := time.Duration(ms * float64(time.Millisecond))
-		r.progress("throughput vs delay: %v added on %s's internet link", d, r.a)
+		r.progress("throughput vs delay: %v added to the round trip on %s's internet link", d, r.a)
 		var err error
 		for _, l := range labs {
-			err = errors.Join(err, setDelay(ctx, l, r.a, d))
+			err = errors.Join(err, l.Impair(ctx, r.a, lab.Impairment{Delay: d / 2}))
 		}
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("delay %v: %v", d, err))
@@ -248,7 +246,3 @@ func (r *labRun) delaySweep(ctx context.Context, paths []*path, errs []string, n
 	}
 	return out, errs
 }
-
-// setDelay adds delay d to a site's internet link in a lab (0 clears it);
-// nil when this build has no lab delay impairment.
-var setDelay func(ctx context.Context, l *lab.Lab, site string, d time.Duration) error

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,10 +15,6 @@ import (
 	"github.com/fednet/fednet/internal/lab"
 	"github.com/fednet/fednet/internal/spec"
 )
-
-// SpecFile is where `fednet lab up` and the demo keep a lab's spec, in its
-// state directory, so that `fednet bench --lab NAME` finds it.
-const SpecFile = "spec.yaml"
 
 // DefaultLabName names the lab bench builds when it is not given one.
 const DefaultLabName = "bench"
@@ -168,12 +163,11 @@ func (r *labRun) readSpec() error {
 		if r.cfg.Lab == "" {
 			return errors.New("no spec: give a spec file (--spec) or an existing lab (--lab)")
 		}
-		p := filepath.Join(lab.DefaultDir(r.cfg.Lab), SpecFile)
-		b, err := os.ReadFile(p)
+		b, err := lab.SavedSpec(r.cfg.Lab)
 		if err != nil {
-			return fmt.Errorf("lab %q: no saved spec (%v); pass the spec it was built from with --spec", r.cfg.Lab, err)
+			return fmt.Errorf("%w; pass the spec it was built from with --spec", err)
 		}
-		text, r.cfg.SpecName = string(b), p
+		text, r.cfg.SpecName = string(b), "saved with lab "+r.cfg.Lab
 	}
 	f, err := spec.Parse([]byte(text))
 	if err != nil {
@@ -239,6 +233,9 @@ func (r *labRun) buildLab(ctx context.Context) error {
 	r.l = l
 	if !r.cfg.Keep {
 		r.onCleanup(l.Down)
+	}
+	if err := l.SaveSpec([]byte(r.cfg.SpecYAML)); err != nil {
+		return err
 	}
 	d, err := demo.Deploy(ctx, l, r.cfg.Binary)
 	if err != nil {

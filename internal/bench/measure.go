@@ -25,6 +25,10 @@ type path struct {
 	// wire lists the public interfaces of both ends of the path's wire
 	// (the gateways); none: the overhead is not measured.
 	wire []wireIface
+	// send, when set, transfers exactly n payload bytes for the overhead
+	// measurement; else an iperf3 run of n bytes does, whose received
+	// bytes are the payload.
+	send func(ctx context.Context, n int64) (int64, error)
 	// keepOffloads leaves the wire interfaces' segmentation as it is (on
 	// machines bench does not own).
 	keepOffloads bool
@@ -162,7 +166,7 @@ func measureOverhead(ctx context.Context, p *path, n int64) (res OverheadResult,
 	if err != nil {
 		return res, err
 	}
-	r, err := transfer{from: p.from, to: p.to, port: p.port, bytes: n, streams: 1}.run(ctx)
+	payload, err := p.transferBytes(ctx, n)
 	if err != nil {
 		return res, err
 	}
@@ -174,10 +178,20 @@ func measureOverhead(ctx context.Context, p *path, n int64) (res OverheadResult,
 	for _, w := range p.wire {
 		where = append(where, w.String())
 	}
-	res = OverheadResult{Path: p.info.Name, PayloadBytes: r.Bytes, WireBytes: after.bytes - before.bytes,
+	res = OverheadResult{Path: p.info.Name, PayloadBytes: payload, WireBytes: after.bytes - before.bytes,
 		WirePackets: after.packets - before.packets, Counted: "tx of " + strings.Join(where, " and ")}
 	res.Ratio = round(Ratio(float64(res.WireBytes), float64(res.PayloadBytes)), 4)
 	return res, nil
+}
+
+// transferBytes sends about n bytes over the path and returns the payload
+// that arrived.
+func (p *path) transferBytes(ctx context.Context, n int64) (int64, error) {
+	if p.send != nil {
+		return p.send(ctx, n)
+	}
+	r, err := transfer{from: p.from, to: p.to, port: p.port, bytes: n, streams: 1}.run(ctx)
+	return r.Bytes, err
 }
 
 type counters struct{ bytes, packets int64 }

@@ -55,7 +55,7 @@ func writePlots(dir string, r *Results) ([]plotFile, error) {
 			{"rtt-box", "RTT idle and under load (box plots)", rttBox},
 			{"throughput", "TCP throughput", throughputBars},
 			{"udp", "UDP received rate and loss at offered rates", udpPlot},
-			{"throughput-delay", "TCP throughput against added path delay", throughputDelay},
+			{"throughput-delay", "TCP throughput against added round-trip delay", throughputDelay},
 		} {
 			p, ok, err := mk.make(m)
 			if err != nil {
@@ -246,7 +246,7 @@ func udpPlot(m ModeResult) (*plot.Plot, bool, error) {
 
 // throughputDelay: TCP Mbit/s against added delay, per path (seed 002).
 func throughputDelay(m ModeResult) (*plot.Plot, bool, error) {
-	p := newPlot("added path delay (ms)", "TCP throughput, 1 stream (Mbit/s)")
+	p := newPlot("added round-trip delay (ms)", "TCP throughput, 1 stream (Mbit/s)")
 	by := map[string]plotter.XYs{}
 	var order []string
 	for _, d := range m.Delay {

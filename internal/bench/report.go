@@ -108,7 +108,7 @@ func modeTables(m ModeResult) []table {
 	}
 	ts = append(ts, rtt, tcp, udp, ov, ld)
 	if len(m.Delay) > 0 {
-		dt := table{title: name + ": TCP throughput against added delay", header: []string{"path", "added delay ms", "measured RTT ms", "Mbit/s"}}
+		dt := table{title: name + ": TCP throughput against added round-trip delay", header: []string{"path", "added RTT ms", "measured RTT ms", "Mbit/s"}}
 		for _, d := range m.Delay {
 			dt.rows = append(dt.rows, []string{d.Path, strconv.FormatFloat(d.DelayMs, 'f', -1, 64), f(d.RTTMs, 3), f(d.Mbps, 1)})
 		}

@@ -135,11 +135,12 @@ type LoadedResult struct {
 	SamplesMs []float64 `json:"samples_ms"`
 }
 
-// DelayResult is TCP throughput at one added path delay (seed 002).
+// DelayResult is TCP throughput at one added round-trip delay (seed 002),
+// added on the first site's internet link (half each way).
 type DelayResult struct {
 	Path    string  `json:"path"`
 	DelayMs float64 `json:"delay_ms"`
-	// RTTMs is the measured mean round-trip time at that delay.
+	// RTTMs is the measured mean round-trip time at that delay (5 pings).
 	RTTMs float64 `json:"rtt_ms"`
 	Mbps  float64 `json:"mbps"`
 }

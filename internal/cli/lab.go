@@ -101,9 +101,18 @@ with "fednet lab down".`,
 				return err
 			}
 			ctx := cmd.Context()
+			text, err := os.ReadFile(lf.file)
+			if err != nil && lf.file != "-" {
+				return err
+			}
 			l, err := lab.Up(ctx, cfg)
 			if err != nil {
 				return err
+			}
+			if lf.file != "-" {
+				if err := l.SaveSpec(text); err != nil {
+					return err
+				}
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "lab %q is up (state in %s)\n", l.Name, l.Dir)

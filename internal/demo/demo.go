@@ -271,6 +271,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := l.SaveSpec([]byte(specYAML)); err != nil {
+		l.Down(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	var d interface {
 		AgentsAlive() error
 		Stop(context.Context) error
