@@ -3,7 +3,6 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,31 +11,15 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/bench"
+	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
 )
 
-// binary is the fednet executable built by TestMain (root only).
+// binary is the fednet executable built by TestMain for the agents (root
+// only).
 var binary string
 
-func TestMain(m *testing.M) {
-	if os.Geteuid() == 0 {
-		dir, err := os.MkdirTemp("", "fednet-bench-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		binary = filepath.Join(dir, "fednet")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/fednet/fednet/cmd/fednet").CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "building fednet: %v\n%s", err, out)
-			os.Exit(1)
-		}
-		code := m.Run()
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { os.Exit(demo.RunTests(m, &binary)) }
 
 // smallSpec is two sites with one host each, joined by a routed and a
 // bridged network: the smallest lab that has every mode.

@@ -110,40 +110,40 @@ func rttCDF(m ModeResult) (*plot.Plot, bool, error) {
 	p := newPlot("round-trip time (ms)", "fraction of probes")
 	p.Legend.Left, p.Legend.Top = false, false
 	p.Y.Min, p.Y.Max = 0, 1
-	for _, r := range m.RTT {
+	return p, len(m.RTT) > 0, rttLines(p, m, func(samples []float64) plotter.XYs {
 		var pts plotter.XYs
 		prev := 0.0
-		for _, c := range CDF(r.SamplesMs) {
+		for _, c := range CDF(samples) {
 			// Steps: the fraction holds until the next value.
 			pts = append(pts, plotter.XY{X: c.Value, Y: prev}, plotter.XY{X: c.Value, Y: c.Fraction})
 			prev = c.Fraction
 		}
-		if len(pts) == 0 {
-			continue
-		}
-		if err := addLine(p, r.Path, pts, false); err != nil {
-			return nil, false, err
-		}
-	}
-	return p, len(m.RTT) > 0, nil
+		return pts
+	})
 }
 
 // rttSeries: each path's RTTs in the order they arrived.
 func rttSeries(m ModeResult) (*plot.Plot, bool, error) {
 	p := newPlot("probe", "round-trip time (ms)")
-	for _, r := range m.RTT {
-		pts := make(plotter.XYs, len(r.SamplesMs))
-		for i, v := range r.SamplesMs {
+	return p, len(m.RTT) > 0, rttLines(p, m, func(samples []float64) plotter.XYs {
+		pts := make(plotter.XYs, len(samples))
+		for i, v := range samples {
 			pts[i] = plotter.XY{X: float64(i + 1), Y: v}
 		}
-		if len(pts) == 0 {
-			continue
-		}
-		if err := addLine(p, r.Path, pts, false); err != nil {
-			return nil, false, err
+		return pts
+	})
+}
+
+// rttLines adds a line per path of m's RTT samples, made by points.
+func rttLines(p *plot.Plot, m ModeResult, points func([]float64) plotter.XYs) error {
+	for _, r := range m.RTT {
+		if pts := points(r.SamplesMs); len(pts) > 0 {
+			if err := addLine(p, r.Path, pts, false); err != nil {
+				return err
+			}
 		}
 	}
-	return p, len(m.RTT) > 0, nil
+	return nil
 }
 
 // rttBox: a box per path idle, and per path under load.
@@ -180,6 +180,7 @@ func rttBox(m ModeResult) (*plot.Plot, bool, error) {
 // throughputBars: TCP Mbit/s, grouped by stream count, a bar per path.
 func throughputBars(m ModeResult) (*plot.Plot, bool, error) {
 	p := newPlot("", "TCP throughput (Mbit/s)")
+	p.Legend.Left = true
 	var streams []int
 	var paths []string
 	for _, t := range m.TCP {
@@ -227,39 +228,46 @@ func throughputBars(m ModeResult) (*plot.Plot, bool, error) {
 func udpPlot(m ModeResult) (*plot.Plot, bool, error) {
 	p := newPlot("offered rate (Mbit/s)", "received rate (Mbit/s)")
 	p.Legend.Left = true
-	by := map[string]plotter.XYs{}
-	var order []string
+	var pts []pathXY
 	for _, u := range m.UDP {
-		if _, ok := by[u.Path]; !ok {
-			order = append(order, u.Path)
-		}
-		by[u.Path] = append(by[u.Path], plotter.XY{X: u.OfferedMbps, Y: u.Mbps})
-	}
-	for _, path := range order {
-		if err := addLine(p, path, by[path], true); err != nil {
-			return nil, false, err
-		}
+		pts = append(pts, pathXY{u.Path, plotter.XY{X: u.OfferedMbps, Y: u.Mbps}})
 	}
 	p.X.Min, p.Y.Min = 0, 0
-	return p, len(order) > 0, nil
+	return p, len(pts) > 0, linesByPath(p, pts)
 }
 
 // throughputDelay: TCP Mbit/s against added delay, per path (seed 002).
 func throughputDelay(m ModeResult) (*plot.Plot, bool, error) {
 	p := newPlot("added round-trip delay (ms)", "TCP throughput, 1 stream (Mbit/s)")
+	var pts []pathXY
+	for _, d := range m.Delay {
+		pts = append(pts, pathXY{d.Path, plotter.XY{X: d.DelayMs, Y: d.Mbps}})
+	}
+	p.Y.Min = 0
+	return p, len(pts) > 0, linesByPath(p, pts)
+}
+
+// pathXY is a point of a path's line.
+type pathXY struct {
+	path string
+	xy   plotter.XY
+}
+
+// linesByPath adds a line with marked points per path, in the order the
+// paths first appear.
+func linesByPath(p *plot.Plot, pts []pathXY) error {
 	by := map[string]plotter.XYs{}
 	var order []string
-	for _, d := range m.Delay {
-		if _, ok := by[d.Path]; !ok {
-			order = append(order, d.Path)
+	for _, pt := range pts {
+		if _, ok := by[pt.path]; !ok {
+			order = append(order, pt.path)
 		}
-		by[d.Path] = append(by[d.Path], plotter.XY{X: d.DelayMs, Y: d.Mbps})
+		by[pt.path] = append(by[pt.path], pt.xy)
 	}
 	for _, path := range order {
 		if err := addLine(p, path, by[path], true); err != nil {
-			return nil, false, err
+			return err
 		}
 	}
-	p.Y.Min = 0
-	return p, len(order) > 0, nil
+	return nil
 }

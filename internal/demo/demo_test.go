@@ -3,10 +3,7 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,28 +13,11 @@ import (
 	"github.com/fednet/fednet/internal/spec"
 )
 
-// binary is the fednet executable built by TestMain for the agents.
+// binary is the fednet executable built by TestMain for the agents (root
+// only).
 var binary string
 
-func TestMain(m *testing.M) {
-	if os.Geteuid() == 0 {
-		dir, err := os.MkdirTemp("", "fednet-e2e-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		binary = filepath.Join(dir, "fednet")
-		out, err := exec.Command("go", "build", "-o", binary, "github.com/fednet/fednet/cmd/fednet").CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "building fednet: %v\n%s", err, out)
-			os.Exit(1)
-		}
-		code := m.Run()
-		os.RemoveAll(dir)
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { os.Exit(demo.RunTests(m, &binary)) }
 
 func needRoot(t *testing.T) {
 	t.Helper()
