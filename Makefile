@@ -5,7 +5,7 @@ BIN      := bin/fednet
 APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools
 FUZZTIME ?= 10s
 
-.PHONY: all deps build test unit fuzz check demo clean
+.PHONY: all deps build test unit fuzz check demo bench clean
 
 all: build
 
@@ -40,6 +40,11 @@ test: deps build check unit fuzz
 
 demo: deps build
 	./$(BIN) lab demo
+
+# bench measures overlay against underlay and standalone WireGuard on a lab
+# (docs/bench.md); results in bench-<timestamp>/.
+bench: deps build
+	./$(BIN) bench
 
 clean:
 	rm -rf bin
