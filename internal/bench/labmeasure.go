@@ -87,9 +87,6 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 		}
 		r.progress("mode bridged (network %s)", bn.Name)
 		from, to := r.l.BridgedHosts(bn.Name, r.a)[0], r.l.BridgedHosts(bn.Name, r.b)[0]
-		if err := r.fitBridgedMTU(ctx, bn.Name, from, to); err != nil {
-			return nil, err
-		}
 		if err := r.serve(ctx, r.l, to); err != nil {
 			return nil, err
 		}
@@ -104,33 +101,6 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 	}
 	res.DurationS = round(time.Since(r.start).Seconds(), 1)
 	return res, ctx.Err()
-}
-
-// fitBridgedMTU sets the MTU of the two bridged hosts' interfaces to the
-// network's (the MTU of the gateway's bridge), as an operator must: a
-// bridge drops frames larger than its MTU without a word. The old MTU
-// comes back when the run ends.
-func (r *labRun) fitBridgedMTU(ctx context.Context, network string, hosts ...*lab.Node) error {
-	gw := r.l.SiteGateways(r.a)[0]
-	port := r.l.BridgedPort(network, gw.Name)
-	mtu, err := readSys(ctx, gw, port+"/master/mtu")
-	if err != nil {
-		return fmt.Errorf("bridged network %s: the MTU of the bridge of port %s: %w", network, port, err)
-	}
-	for _, h := range hosts {
-		old, err := readSys(ctx, h, lab.HostInterface+"/mtu")
-		if err != nil {
-			return err
-		}
-		if _, err := h.Run(ctx, "ip", "link", "set", "dev", lab.HostInterface, "mtu", strconv.Itoa(mtu)); err != nil {
-			return err
-		}
-		r.onCleanup(func(ctx context.Context) error {
-			_, err := h.Run(ctx, "ip", "link", "set", "dev", lab.HostInterface, "mtu", strconv.Itoa(old))
-			return err
-		})
-	}
-	return nil
 }
 
 // assemble builds a mode's results from its paths' results and computes
