@@ -81,7 +81,7 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 	mode.Delay, mode.Errors = r.delaySweep(ctx, []*path{routed, underlay, standalone}, mode.Errors)
 	res.Modes = append(res.Modes, mode)
 
-	for _, bn := range r.bridgedNetworks() {
+	for _, bn := range r.measuredBridged() {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

@@ -46,11 +46,13 @@ type LabConfig struct {
 
 // labRun is one run's state.
 type labRun struct {
-	cfg      LabConfig
-	start    time.Time
-	f        *spec.Federation
-	l, ref   *lab.Lab
-	a, b     string // the two measured sites
+	cfg    LabConfig
+	start  time.Time
+	f      *spec.Federation
+	l, ref *lab.Lab
+	a, b   string // the two measured sites
+	// bridged are the lab's bridged networks (demo.LabBridged).
+	bridged  []lab.BridgedNetwork
 	cleanups []func(context.Context) error
 }
 
@@ -174,16 +176,17 @@ func (r *labRun) readSpec() error {
 		return fmt.Errorf("spec %s: %w", r.cfg.SpecName, err)
 	}
 	r.f = f
-	return nil
+	r.bridged, err = demo.LabBridged(f)
+	return err
 }
 
-// bridgedNetworks returns the spec's bridged networks that the lab can
-// place hosts on (those with a subnet) and that join both measured sites.
-func (r *labRun) bridgedNetworks() []lab.BridgedNetwork {
+// measuredBridged returns the lab's bridged networks that join both
+// measured sites.
+func (r *labRun) measuredBridged() []lab.BridgedNetwork {
 	var out []lab.BridgedNetwork
-	for _, n := range r.f.Networks {
-		if n.Mode == spec.Bridged && n.Subnet.IsValid() && slices.Contains(n.Sites, r.a) && slices.Contains(n.Sites, r.b) {
-			out = append(out, lab.BridgedNetwork{Name: n.Name, Subnet: n.Subnet, Sites: n.Sites})
+	for _, bn := range r.bridged {
+		if slices.Contains(bn.Sites, r.a) && slices.Contains(bn.Sites, r.b) {
+			out = append(out, bn)
 		}
 	}
 	return out
@@ -206,7 +209,7 @@ func (r *labRun) openLab(ctx context.Context) error {
 		case rest == "mgr":
 			cfg.Manager = true
 		case strings.HasPrefix(rest, "br-"):
-			cfg.Bridged = r.bridgedNetworks()
+			cfg.Bridged = r.bridged
 		}
 	}
 	l, err := lab.Open(ctx, cfg)
@@ -226,7 +229,7 @@ func (r *labRun) buildLab(ctx context.Context) error {
 		return fmt.Errorf("removing an old lab %q: %w", name, err)
 	}
 	r.progress("building lab %q from %s: %d sites", name, r.cfg.SpecName, len(r.f.Sites))
-	l, err := lab.Up(ctx, lab.Config{Federation: r.f, Name: name, Bridged: r.bridgedNetworks()})
+	l, err := lab.Up(ctx, lab.Config{Federation: r.f, Name: name, Bridged: r.bridged})
 	if err != nil {
 		return err
 	}
@@ -245,7 +248,7 @@ func (r *labRun) buildLab(ctx context.Context) error {
 		r.onCleanup(d.Stop)
 	}
 	pairs := demo.CrossSitePairs(l, l.Sites())
-	for _, bn := range r.bridgedNetworks() {
+	for _, bn := range r.measuredBridged() {
 		pairs = append(pairs, demo.Pair{From: l.BridgedHosts(bn.Name, r.a)[0], To: l.BridgedHosts(bn.Name, r.b)[0]})
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
