@@ -238,12 +238,16 @@ func udpPlot(m ModeResult) (*plot.Plot, bool, error) {
 
 // throughputDelay: TCP Mbit/s against added delay, per path (seed 002).
 func throughputDelay(m ModeResult) (*plot.Plot, bool, error) {
-	p := newPlot("added round-trip delay (ms)", "TCP throughput, 1 stream (Mbit/s)")
+	p := newPlot("added round-trip delay (ms)", "TCP throughput, 1 stream (Mbit/s, log scale)")
+	// A log scale: the lab's underlay without delay is ten times anything
+	// else, and the interesting part is how the lines fall with delay.
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	var pts []pathXY
 	for _, d := range m.Delay {
-		pts = append(pts, pathXY{d.Path, plotter.XY{X: d.DelayMs, Y: d.Mbps}})
+		if d.Mbps > 0 {
+			pts = append(pts, pathXY{d.Path, plotter.XY{X: d.DelayMs, Y: d.Mbps}})
+		}
 	}
-	p.Y.Min = 0
 	return p, len(pts) > 0, linesByPath(p, pts)
 }
 
