@@ -162,6 +162,8 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		d.integer(n, path, v)
 	case t.Kind() == reflect.Bool:
 		d.boolean(n, path, v)
+	case t.Kind() == reflect.Float64:
+		d.float(n, path, v)
 	default:
 		// Only reachable if someone adds a field of a new kind to the types.
 		d.fail(n, path, "fednet cannot read a field of Go type %s from YAML (a bug in fednet)", t)
@@ -338,6 +340,30 @@ func (d *decoder) integer(n *yaml.Node, path string, v reflect.Value) {
 		}
 		d.fail(n, path, "%q is not a number; want a whole number, e.g. 100", s)
 	}
+}
+
+func (d *decoder) float(n *yaml.Node, path string, v reflect.Value) {
+	s, ok := d.scalar(n, path, "a number")
+	if !ok {
+		return
+	}
+	tag := n.ShortTag()
+	if tag != "!!int" && tag != "!!float" {
+		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+			if _, err := strconv.ParseFloat(s, 64); err == nil {
+				d.fail(n, path, "%q is quoted text, not a number; write it without quotes", s)
+				return
+			}
+		}
+		d.fail(n, path, "%q is not a number; want a decimal number, e.g. 0.09", s)
+		return
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(s, "_", ""), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		d.fail(n, path, "%s is not a finite number; want a decimal number, e.g. 0.09", s)
+		return
+	}
+	v.SetFloat(f)
 }
 
 func (d *decoder) boolean(n *yaml.Node, path string, v reflect.Value) {

@@ -155,7 +155,7 @@ func TestRejections(t *testing.T) {
 
 		// Unknown fields, anywhere.
 		{"unknown top-level field", func(t *testing.T) string { return base + "colour: red\n" },
-			"colour", 20, "valid fields here: apiVersion, kind, name, overlay, providers, sites, networks, topology, lab", false},
+			"colour", 20, "valid fields here: apiVersion, kind, name, overlay, providers, sites, networks, topology, egressPrices, lab", false},
 		{"unknown site field", func(t *testing.T) string {
 			return edit(t, "    provider: aws\n", "    provider: aws\n    regoin: eu\n")
 		},

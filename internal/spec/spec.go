@@ -38,6 +38,9 @@ type Federation struct {
 	Sites     []Site         `yaml:"sites" json:"sites"`
 	Networks  []Network      `yaml:"networks" json:"networks"`
 	Topology  Topology       `yaml:"topology" json:"topology"`
+	// EgressPrices is the optional price table of traffic leaving a site,
+	// for the estimated egress cost of each link (docs/spec.md).
+	EgressPrices []EgressPrice `yaml:"egressPrices,omitempty" json:"egressPrices,omitempty"`
 	// Lab holds settings used only by `fednet lab`; agents ignore it.
 	Lab *Lab `yaml:"lab,omitempty" json:"lab,omitempty"`
 

@@ -38,6 +38,7 @@ func (c *checker) validate() {
 	c.networks(sites)
 	c.bridgePorts()
 	c.topology(sites)
+	c.egressPrices()
 	c.lab()
 }
 
