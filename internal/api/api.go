@@ -264,6 +264,18 @@ type Link struct {
 	// AvailableBandwidth is From's latest available-bandwidth estimate in
 	// bits per second, 0 when none was made.
 	AvailableBandwidth float64 `json:"availableBandwidthBps,omitempty"`
+	// Egress is the estimated cost of what From sent on the link; nil when
+	// the spec's egressPrices has no price for From's site.
+	Egress *LinkEgress `json:"egress,omitempty"`
+}
+
+// LinkEgress is the estimated egress cost of a link: the price of the
+// sending site's provider and region times the bytes WireGuard sent (since
+// the peer was last configured on the sending gateway).
+type LinkEgress struct {
+	USDPerGB float64 `json:"usdPerGB"` // the price applied; a GB is 2^30 bytes
+	Bytes    int64   `json:"bytes"`    // the bytes sent, TxBytes
+	CostUSD  float64 `json:"costUsd"`
 }
 
 // Network is the read model of a network.

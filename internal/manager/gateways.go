@@ -11,6 +11,7 @@ import (
 
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/probe"
+	"github.com/fednet/fednet/internal/spec"
 )
 
 // Plan watch timeouts.
@@ -415,11 +416,29 @@ func (m *Manager) links(st *state) []api.Link {
 				Endpoint: l.Endpoint, LastHandshake: hs,
 				RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 				Probe: l.Probe, AvailableBandwidth: l.AvailableBandwidth,
+				Egress: egress(st, name, l.TxBytes),
 			})
 		}
 	}
 	slices.SortFunc(out, func(a, b api.Link) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To)) })
 	return out
+}
+
+// egress estimates what gateway from's sent bytes cost at its site's
+// price, nil when the spec prices no egress of that site.
+func egress(st *state, from string, bytes int64) *api.LinkEgress {
+	if st.fed == nil {
+		return nil
+	}
+	_, site, ok := st.fed.Gateway(from)
+	if !ok {
+		return nil
+	}
+	price, ok := st.fed.EgressPrice(site.Name)
+	if !ok {
+		return nil
+	}
+	return &api.LinkEgress{USDPerGB: price, Bytes: bytes, CostUSD: spec.EgressCost(bytes, price)}
 }
 
 func (m *Manager) getLinks(w http.ResponseWriter, r *http.Request) error {

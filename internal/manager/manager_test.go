@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/pem"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -641,5 +642,37 @@ func TestLinkUpFromProbes(t *testing.T) {
 	h.ok(req{method: "GET", path: api.PathLinks}, &links)
 	if links[0].Up {
 		t.Errorf("link with answered probes but a handshake 190s ago is up: %+v", links[0])
+	}
+}
+
+// TestLinkEgressCost: with a price table, a link carries the estimated cost
+// of what its sending gateway sent, at its site's price (region row first,
+// then the provider's); links of unpriced sites carry none.
+func TestLinkEgressCost(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(threeSites(t) + `egressPrices:
+  - {provider: aws, usdPerGB: 0.09}
+  - {provider: aws, region: eu-west-1, usdPerGB: 0.02}
+`)
+	credA, _ := h.enroll("aws-gw")
+	credZ, _ := h.enroll("azure-gw")
+	now := h.clock.Now()
+	for gw, cred := range map[string]string{"aws-gw": credA, "azure-gw": credZ} {
+		p := h.plan(gw)
+		h.ok(req{method: "PUT", path: gwPath(api.PathStatus, gw), token: cred, body: api.StatusReport{
+			Generation: p.Generation, Revision: p.Revision,
+			Links: []api.LinkStatus{{Peer: "onprem-gw", LastHandshake: now, TxBytes: 10 << 30}},
+		}}, nil)
+	}
+	var links []api.Link
+	h.ok(req{method: "GET", path: api.PathLinks}, &links)
+	if len(links) != 2 {
+		t.Fatalf("links: %+v", links)
+	}
+	if e := links[0].Egress; links[0].From != "aws-gw" || e == nil || e.USDPerGB != 0.02 || e.Bytes != 10<<30 || math.Abs(e.CostUSD-0.2) > 1e-9 {
+		t.Errorf("aws-gw's link: egress %+v, want 10 GiB at the eu-west-1 price 0.02 = $0.20", e)
+	}
+	if links[1].From != "azure-gw" || links[1].Egress != nil {
+		t.Errorf("azure-gw's link has a cost though azure has no price: %+v", links[1].Egress)
 	}
 }

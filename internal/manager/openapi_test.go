@@ -144,7 +144,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Error": api.Error{}, "Problem": api.Problem{}, "SpecRequest": api.SpecRequest{}, "SpecResponse": api.SpecResponse{},
 		"Revision": api.Revision{}, "TokenRequest": api.TokenRequest{}, "Token": api.Token{},
 		"EnrollRequest": api.EnrollRequest{}, "EnrollResponse": api.EnrollResponse{}, "PlanResponse": api.PlanResponse{},
-		"KeyRequest": api.KeyRequest{}, "StatusReport": api.StatusReport{}, "LinkStatus": api.LinkStatus{}, "LinkProbe": api.LinkProbe{},
+		"KeyRequest": api.KeyRequest{}, "StatusReport": api.StatusReport{}, "LinkStatus": api.LinkStatus{}, "LinkProbe": api.LinkProbe{}, "LinkEgress": api.LinkEgress{},
 		"Gateway": api.Gateway{}, "Site": api.Site{}, "Link": api.Link{}, "Network": api.Network{}, "Overview": api.Overview{},
 		"Plan": plan.Gateway{}, "PlanInterface": plan.Interface{}, "PlanPeer": plan.Peer{}, "PlanRoute": plan.Route{},
 		"PlanFirewall": plan.Firewall{}, "PlanFlow": plan.Flow{}, "PlanBridge": plan.Bridge{},
