@@ -43,7 +43,8 @@ func TestDocsListEveryMetric(t *testing.T) {
 	m := NewManager(func() View {
 		return View{Revision: 1, Now: now,
 			Gateways: []api.Gateway{{Name: "g", Site: "s", Enrolled: true, LastReport: now}},
-			Links:    []api.Link{{From: "g", To: "p", LastHandshake: now, Probe: lp, AvailableBandwidth: 1e6}}}
+			Links: []api.Link{{From: "g", To: "p", LastHandshake: now, Probe: lp, AvailableBandwidth: 1e6,
+				Egress: &api.LinkEgress{USDPerGB: 0.09}}}}
 	})
 	produced := map[string]bool{}
 	for _, reg := range []*prometheus.Registry{a.reg, m.reg} {

@@ -34,6 +34,10 @@ var (
 		"1 when the gateway's last report says its last apply failed, else 0.", gatewayLabels, nil)
 	descReportAge = prometheus.NewDesc("fednet_gateway_last_report_age_seconds",
 		"Seconds since the gateway's last status report.", gatewayLabels, nil)
+	descEgressBytes = prometheus.NewDesc("fednet_link_egress_bytes_total",
+		"Bytes the gateway sent on the link (WireGuard's transmit counter): traffic leaving its site.", linkLabels, nil)
+	descEgressCost = prometheus.NewDesc("fednet_link_egress_cost_usd",
+		"Estimated cost in US dollars of the bytes sent on the link, at the sending site's price from the spec's egressPrices; absent for unpriced sites.", linkLabels, nil)
 	descRTTP50 = prometheus.NewDesc("fednet_link_rtt_p50_seconds",
 		"Median RTT of the link probes over the last minute (nearest rank), as the gateway reported.", linkLabels, nil)
 	descRTTP99 = prometheus.NewDesc("fednet_link_rtt_p99_seconds",
@@ -52,7 +56,7 @@ type managerCollector struct{ source func() View }
 
 func (c managerCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSpecRevision, descGatewayRevision, descApplyError, descReportAge,
-		descLinkUp, descLoss, descJitter, descHandshakeAge, descRx, descTx, descABW, descRTTP50, descRTTP99} {
+		descLinkUp, descLoss, descJitter, descHandshakeAge, descRx, descTx, descABW, descRTTP50, descRTTP99, descEgressBytes, descEgressCost} {
 		ch <- d
 	}
 }
@@ -77,6 +81,10 @@ func (c managerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range v.Links {
 		lv := []string{l.From, site[l.From], l.To, site[l.To]}
 		collectLink(ch, lv, linkFigures{up: l.Up, handshake: l.LastHandshake, now: v.Now, rx: l.RxBytes, tx: l.TxBytes, probe: l.Probe})
+		ch <- prometheus.MustNewConstMetric(descEgressBytes, prometheus.CounterValue, float64(l.TxBytes), lv...)
+		if e := l.Egress; e != nil {
+			ch <- prometheus.MustNewConstMetric(descEgressCost, prometheus.GaugeValue, e.CostUSD, lv...)
+		}
 		if l.AvailableBandwidth > 0 {
 			ch <- prometheus.MustNewConstMetric(descABW, prometheus.GaugeValue, l.AvailableBandwidth/8, lv...)
 		}

@@ -115,8 +115,8 @@ func TestManagerMetrics(t *testing.T) {
 			{Name: "gcp-gw", Site: "gcp"},
 		},
 		Links: []api.Link{{From: "aws-gw", To: "azure-gw", Up: true, LastHandshake: now.Add(-10 * time.Second), RxBytes: 10, TxBytes: 20,
-			AvailableBandwidth: 5e8,
-			Probe:              &api.LinkProbe{Up: true, Sent: 60, RTTP50: 2 * time.Millisecond, RTTP99: 9 * time.Millisecond}}},
+			AvailableBandwidth: 5e8, Egress: &api.LinkEgress{USDPerGB: 0.09, Bytes: 20, CostUSD: 0.5},
+			Probe: &api.LinkProbe{Up: true, Sent: 60, RTTP50: 2 * time.Millisecond, RTTP99: 9 * time.Millisecond}}},
 	}
 	m := NewManager(func() View { return view })
 	s := scrape(t, m.Handler())
@@ -136,6 +136,8 @@ func TestManagerMetrics(t *testing.T) {
 		{"fednet_link_rtt_p50_seconds", awsToAzure, 0.002},
 		{"fednet_link_rtt_p99_seconds", awsToAzure, 0.009},
 		{"fednet_link_available_bandwidth_bytes_per_second", awsToAzure, 5e8 / 8},
+		{"fednet_link_egress_bytes_total", awsToAzure, 20},
+		{"fednet_link_egress_cost_usd", awsToAzure, 0.5},
 	} {
 		got, ok := s.Value(tc.name, tc.labels)
 		if !ok || got != tc.want {
