@@ -328,6 +328,33 @@ func probeFigures(p *api.LinkProbe) (rtt, loss string) {
 	return durationShort(p.RTTP50) + "/" + durationShort(p.RTTP99), loss
 }
 
+// anyPriced reports whether any link has an egress cost (the spec has
+// egressPrices for its site): only then do the tables show the column.
+func anyPriced(links []api.Link) bool {
+	return slices.ContainsFunc(links, func(l api.Link) bool { return l.Egress != nil })
+}
+
+func costHeader(priced bool) string {
+	if priced {
+		return "\tEGRESS COST"
+	}
+	return ""
+}
+
+// costCell renders a link's estimated egress cost as a table cell
+// ("\t$0.20"), "" when no link is priced.
+func costCell(priced bool, e *api.LinkEgress) string {
+	switch {
+	case !priced:
+		return ""
+	case e == nil:
+		return "\t-"
+	case e.CostUSD == 0 || e.CostUSD >= 0.01:
+		return fmt.Sprintf("\t$%.2f", e.CostUSD)
+	}
+	return fmt.Sprintf("\t$%.4f", e.CostUSD)
+}
+
 // durationShort renders a round-trip time with three significant digits.
 func durationShort(d time.Duration) string {
 	switch {
@@ -352,7 +379,9 @@ generations), and how long ago it last reported; and every link as its
 gateway reports it: up when a WireGuard handshake happened in the last three
 minutes and the last 3 link probes were not all lost; the probes' round-trip
 time (median and 99th percentile) and loss over the last minute; the
-handshake's age and the bytes received and sent.`,
+handshake's age and the bytes received and sent; and, when the spec has
+egressPrices, each link's estimated egress cost (the sending site's price
+times the bytes sent).`,
 		Example: `  fednet status
   watch -n1 fednet status`,
 		Args: cobra.NoArgs,
@@ -405,14 +434,15 @@ func printOverview(w io.Writer, o *api.Overview, now time.Time) {
 		fmt.Fprintln(w, "no links reported yet")
 	} else {
 		tw = newTable(w)
-		fmt.Fprintln(tw, "LINK\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX")
+		priced := anyPriced(o.Links)
+		fmt.Fprintln(tw, "LINK\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
 		for _, l := range o.Links {
 			if l.Up {
 				up++
 			}
 			rtt, loss := probeFigures(l.Probe)
-			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.From, l.To, linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
-				dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes))
+			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", l.From, l.To, linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
+				dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
@@ -513,11 +543,12 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 		v, err := c.Links(ctx)
 		return v, func(w io.Writer, now time.Time) {
 			tw := newTable(w)
-			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX")
+			priced := anyPriced(v)
+			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
 			for _, l := range v {
 				rtt, loss := probeFigures(l.Probe)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.From, l.To, linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
-					dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", l.From, l.To, linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
+					dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
 			}
 			tw.Flush()
 		}, err

@@ -621,3 +621,30 @@ func TestProbeFigures(t *testing.T) {
 		}
 	}
 }
+
+func TestCostCell(t *testing.T) {
+	links := []api.Link{{From: "a"}, {From: "b", Egress: &api.LinkEgress{CostUSD: 0.2}}}
+	if !anyPriced(links) || anyPriced(links[:1]) {
+		t.Error("anyPriced is wrong")
+	}
+	for _, tc := range []struct {
+		priced bool
+		e      *api.LinkEgress
+		want   string
+	}{
+		{false, nil, ""},
+		{true, nil, "\t-"},
+		{true, &api.LinkEgress{CostUSD: 0}, "\t$0.00"},
+		{true, &api.LinkEgress{CostUSD: 12.345}, "\t$12.35"},
+		{true, &api.LinkEgress{CostUSD: 0.00042}, "\t$0.0004"},
+	} {
+		if got := costCell(tc.priced, tc.e); got != tc.want {
+			t.Errorf("costCell(%v, %+v) = %q, want %q", tc.priced, tc.e, got, tc.want)
+		}
+	}
+	var b strings.Builder
+	printOverview(&b, &api.Overview{Revision: 1, Links: links}, time.Now())
+	if !strings.Contains(b.String(), "EGRESS COST") || !strings.Contains(b.String(), "$0.20") {
+		t.Errorf("status without the egress cost:\n%s", b.String())
+	}
+}
