@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
 	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/metrics/metricstest"
@@ -128,6 +130,34 @@ func TestMetrics(t *testing.T) {
 		return ok && mgrGrew >= count*size
 	})
 	t.Logf("manager: tx of %s -> %s +%.0f bytes", aws, azure, mgrGrew)
+
+	// Egress prices: a spec change that touches no plan; the manager then
+	// estimates the cost of what aws sent, and only aws's.
+	text, err := demo.GenerateSpecYAML(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Apply(ctx, text+"egressPrices:\n  - {provider: aws, usdPerGB: 0.09}\n"); err != nil {
+		t.Fatalf("applying egress prices: %v", err)
+	}
+	s := managerScrape()
+	cost := value(s, "fednet_link_egress_cost_usd", link)
+	sent := value(s, "fednet_link_egress_bytes_total", link)
+	t.Logf("manager: %s -> %s sent %.0f bytes, estimated egress cost $%.6f", aws, azure, sent, cost)
+	if want := sent / (1 << 30) * 0.09; cost <= 0 || cost < want*0.99 || cost > want*1.5 {
+		t.Errorf("egress cost %v for %v bytes at $0.09/GB, want about %v", cost, sent, want)
+	}
+	if _, ok := s.Value("fednet_link_egress_cost_usd", map[string]string{"gateway": azure.Name}); ok {
+		t.Error("azure's links have a cost though azure has no price")
+	}
+	out, err = operator(ctx, m, "get", "links")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fednet get links:\n%s", out)
+	if !strings.Contains(out, "EGRESS COST") {
+		t.Errorf("fednet get links shows no egress cost:\n%s", out)
+	}
 	if err := m.AgentsAlive(); err != nil {
 		t.Fatal(err)
 	}
