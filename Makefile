@@ -5,7 +5,7 @@ BIN      := bin/fednet
 APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools
 FUZZTIME ?= 10s
 
-.PHONY: all deps build test unit fuzz check demo bench clean
+.PHONY: all deps build test unit fuzz check demo bench bench-abw clean
 
 all: build
 
@@ -45,6 +45,14 @@ demo: deps build
 # (docs/bench.md); results in bench-<timestamp>/.
 bench: deps build
 	./$(BIN) bench
+
+# bench-abw runs the available-bandwidth accuracy runs (as root, in a lab):
+# bottlenecks of 20, 100 and 400 Mbit/s, without and with 30 % cross traffic,
+# ABW_RUNS estimates each, and writes the table to bench-abw.md. `make test`
+# runs the short form (TestLabEstimate).
+ABW_RUNS ?= 10
+bench-abw: deps
+	$(GO) test -count=1 -timeout 30m -run 'TestBenchABW' -v ./internal/abw -abw.runs $(ABW_RUNS) -abw.table $(CURDIR)/bench-abw.md
 
 clean:
 	rm -rf bin

@@ -55,7 +55,7 @@ Start with "fednet lab demo" to see a three-site federation on this machine.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newPlanCmd(), newKeygenCmd(), newPubkeyCmd(), newAgentCmd(), newWgdevCmd(), newLabCmd(), newManagerCmd(), newHostCmd(), newBenchCmd())
+	root.AddCommand(newPlanCmd(), newKeygenCmd(), newPubkeyCmd(), newAgentCmd(), newWgdevCmd(), newLabCmd(), newManagerCmd(), newHostCmd(), newBenchCmd(), newProbeCmd())
 	root.AddCommand(newOperatorCmds()...)
 	return root
 }

@@ -20,9 +20,10 @@ type Impairment struct {
 	// whole frames as the kernel queues them (Ethernet header included);
 	// 0 leaves the rate alone.
 	Rate float64
-	// Burst is the token bucket's depth in bytes (default: 1 ms at Rate,
-	// at least 3200 bytes). A small bucket keeps short bursts from passing
-	// above Rate, which available-bandwidth probing relies on.
+	// Burst is the token bucket's depth in bytes (default: 100 µs at Rate,
+	// at least 1600 bytes, one full frame). A small bucket keeps bursts
+	// from passing above Rate: a bucket of b bytes hides b·8/t bit/s of
+	// excess from a probe stream lasting t.
 	Burst int
 	// Queue is how long a frame may wait in the token bucket's queue
 	// before it is dropped (default 50 ms at Rate).
@@ -40,7 +41,7 @@ type Impairment struct {
 
 // Defaults and bounds of Impairment.
 const (
-	minBurst     = 3200
+	minBurst     = 1600
 	defaultQueue = 50 * time.Millisecond
 	maxDelay     = 10 * time.Second
 	// maxRate bounds Rate to what tbf's 64-bit byte rate and the lab can
@@ -104,7 +105,7 @@ func (im Impairment) burst() int {
 	if im.Burst > 0 {
 		return im.Burst
 	}
-	return max(int(im.Rate/8/1000), minBurst)
+	return max(int(im.Rate/8/10000), minBurst)
 }
 
 // limit returns the token bucket's queue in bytes.

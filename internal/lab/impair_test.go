@@ -62,8 +62,8 @@ func TestImpairmentValidate(t *testing.T) {
 	if b := (Impairment{Rate: 20e6}).burst(); b != minBurst {
 		t.Errorf("burst at 20mbit = %d, want the minimum %d", b, minBurst)
 	}
-	if b := (Impairment{Rate: 400e6}).burst(); b != 50000 {
-		t.Errorf("burst at 400mbit = %d, want 1 ms worth (50000)", b)
+	if b := (Impairment{Rate: 400e6}).burst(); b != 5000 {
+		t.Errorf("burst at 400mbit = %d, want 100 µs worth (5000)", b)
 	}
 }
 

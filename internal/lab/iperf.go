@@ -51,46 +51,70 @@ func Iperf3(ctx context.Context, client, server *Node, to netip.Addr, d time.Dur
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+20*time.Second)
 	defer cancel()
-	port := strconv.Itoa(5201 + int(iperfPort.Add(1)-1)%200)
-	family := "-4"
+	port, family, stopServer, err := startIperf3Server(ctx, server, to, secs)
+	if err != nil {
+		return Throughput{}, err
+	}
+	defer stopServer()
+
+	r, err := runIperf3Client(ctx, client, to, "-c", to.String(), family, "-p", port, "-t", strconv.Itoa(secs),
+		"-P", strconv.Itoa(streams), "-J", "--connect-timeout", "3000")
+	if err != nil {
+		return Throughput{}, err
+	}
+	t := tcpThroughput(r)
+	t.Streams = streams
+	return t, nil
+}
+
+// runIperf3Client runs an iperf3 client (-J) towards to in node client
+// and decodes its report; a failure's error carries iperf3's own message.
+func runIperf3Client(ctx context.Context, client *Node, to netip.Addr, args ...string) (iperfReport, error) {
+	var out, errOut bytes.Buffer
+	cli := client.Command(ctx, "iperf3", args...)
+	cli.Stdout, cli.Stderr = &out, &errOut
+	runErr := cli.Run()
+	r, err := decodeIperf3(out.Bytes())
+	if err != nil {
+		if runErr != nil {
+			err = fmt.Errorf("%w (%v: %s)", err, runErr, tail(errOut.String(), 500))
+		}
+		return r, fmt.Errorf("iperf3 from %s to %s: %w", client.Name, to, err)
+	}
+	return r, nil
+}
+
+// startIperf3Server starts a one-shot iperf3 server in server for a run of
+// secs seconds towards address to, waits until it listens, and returns its
+// port, the address family flag for the client, and a function that waits
+// for the server to end (killing it if it outlives the run by 2 s).
+func startIperf3Server(ctx context.Context, server *Node, to netip.Addr, secs int) (port, family string, stop func(), err error) {
+	port = strconv.Itoa(5201 + int(iperfPort.Add(1)-1)%200)
+	family = "-4"
 	if to.Is6() {
 		family = "-6"
 	}
-
 	var serverOut bytes.Buffer
 	srv := server.Command(ctx, "iperf3", "-s", "-1", family, "-p", port, "--idle-timeout", strconv.Itoa(secs+15))
 	srv.Stdout, srv.Stderr = &serverOut, &serverOut
 	if err := srv.Start(); err != nil {
-		return Throughput{}, fmt.Errorf("starting iperf3 server in %s: %w", server.Name, err)
+		return "", "", nil, fmt.Errorf("starting iperf3 server in %s: %w", server.Name, err)
 	}
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Wait() }()
-	defer func() {
+	stop = func() {
 		select {
 		case <-srvDone:
 		case <-time.After(2 * time.Second):
 			_ = srv.Process.Kill()
 			<-srvDone
 		}
-	}()
+	}
 	if err := waitListening(ctx, srv.Process.Pid, port, srvDone); err != nil {
-		return Throughput{}, fmt.Errorf("iperf3 server in %s: %w: %s", server.Name, err, tail(serverOut.String(), 500))
+		stop()
+		return "", "", nil, fmt.Errorf("iperf3 server in %s: %w: %s", server.Name, err, tail(serverOut.String(), 500))
 	}
-
-	var out, errOut bytes.Buffer
-	cli := client.Command(ctx, "iperf3", "-c", to.String(), family, "-p", port, "-t", strconv.Itoa(secs),
-		"-P", strconv.Itoa(streams), "-J", "--connect-timeout", "3000")
-	cli.Stdout, cli.Stderr = &out, &errOut
-	runErr := cli.Run()
-	t, err := parseIperf3(out.Bytes())
-	if err != nil {
-		if runErr != nil {
-			err = fmt.Errorf("%w (%v: %s)", err, runErr, tail(errOut.String(), 500))
-		}
-		return t, fmt.Errorf("iperf3 from %s to %s: %w", client.Name, to, err)
-	}
-	t.Streams = streams
-	return t, nil
+	return port, family, stop, nil
 }
 
 // waitListening polls the server's namespace (through /proc/PID/net) until
@@ -123,39 +147,57 @@ func waitListening(ctx context.Context, pid int, port string, exited <-chan erro
 	}
 }
 
-// iperfReport is the part of iperf3's JSON output Iperf3 reads.
+// iperfSum is one summary of iperf3's JSON report; the loss and jitter
+// fields are set for UDP runs only.
+type iperfSum struct {
+	Seconds       float64 `json:"seconds"`
+	BitsPerSecond float64 `json:"bits_per_second"`
+	Retransmits   int     `json:"retransmits"`
+	JitterMS      float64 `json:"jitter_ms"`
+	LostPackets   int     `json:"lost_packets"`
+	Packets       int     `json:"packets"`
+}
+
+// iperfReport is the part of iperf3's JSON output the lab reads.
 type iperfReport struct {
 	Error string `json:"error"`
 	End   struct {
-		SumSent struct {
-			Seconds       float64 `json:"seconds"`
-			BitsPerSecond float64 `json:"bits_per_second"`
-			Retransmits   int     `json:"retransmits"`
-		} `json:"sum_sent"`
-		SumReceived struct {
-			Seconds       float64 `json:"seconds"`
-			BitsPerSecond float64 `json:"bits_per_second"`
-		} `json:"sum_received"`
+		SumSent     iperfSum `json:"sum_sent"`
+		SumReceived iperfSum `json:"sum_received"`
 	} `json:"end"`
+}
+
+// decodeIperf3 reads an iperf3 client's JSON report (-J) and checks that
+// the receiver got data.
+func decodeIperf3(b []byte) (iperfReport, error) {
+	var r iperfReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("reading iperf3 JSON: %w", err)
+	}
+	if r.Error != "" {
+		return r, fmt.Errorf("iperf3: %s", r.Error)
+	}
+	if r.End.SumReceived.Seconds == 0 {
+		return r, fmt.Errorf("iperf3 reported no received data")
+	}
+	return r, nil
 }
 
 // parseIperf3 reads the JSON report of an iperf3 TCP client (-J).
 func parseIperf3(b []byte) (Throughput, error) {
-	var r iperfReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		return Throughput{}, fmt.Errorf("reading iperf3 JSON: %w", err)
+	r, err := decodeIperf3(b)
+	if err != nil {
+		return Throughput{}, err
 	}
-	if r.Error != "" {
-		return Throughput{}, fmt.Errorf("iperf3: %s", r.Error)
-	}
+	return tcpThroughput(r), nil
+}
+
+func tcpThroughput(r iperfReport) Throughput {
 	s := r.End.SumReceived
-	if s.Seconds == 0 {
-		return Throughput{}, fmt.Errorf("iperf3 reported no received data")
-	}
 	return Throughput{
 		Mbps:        s.BitsPerSecond / 1e6,
 		SentMbps:    r.End.SumSent.BitsPerSecond / 1e6,
 		Retransmits: r.End.SumSent.Retransmits,
 		Duration:    time.Duration(s.Seconds * float64(time.Second)),
-	}, nil
+	}
 }

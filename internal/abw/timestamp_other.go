@@ -1,0 +1,15 @@
+//go:build !linux
+
+package abw
+
+import (
+	"net"
+	"time"
+)
+
+// enableTimestamps does nothing here: arrival times come from the clock
+// when the responder reads a datagram.
+func enableTimestamps(conn *net.UDPConn) error { return nil }
+
+// rxTime returns now.
+func rxTime(oob []byte) time.Time { return time.Now() }
