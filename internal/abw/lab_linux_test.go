@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
 )
@@ -31,6 +32,25 @@ func TestMain(m *testing.M) {
 	os.Exit(demo.RunTests(m, &fednetBin))
 }
 
+// twoSites builds a two-site lab (with a manager node if manager) that
+// the test's cleanup removes; it skips unless root.
+func twoSites(t *testing.T, ctx context.Context, suffix string, manager bool) *lab.Lab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the lab creates network namespaces (CI runs as root)")
+	}
+	f, err := demo.GenerateSpec(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: "t" + strconv.Itoa(os.Getpid()) + suffix, HostsPerSite: 1, Manager: manager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Down(context.Background()) })
+	return l
+}
+
 // fedLab is a two-site lab with the federation running: probes go from
 // the first gateway to the second, whose site's link gets the bottleneck.
 type fedLab struct {
@@ -40,19 +60,7 @@ type fedLab struct {
 
 func federatedLab(t *testing.T, ctx context.Context, suffix string) fedLab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the lab creates network namespaces (CI runs as root)")
-	}
-	f, err := demo.GenerateSpec(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := "t" + strconv.Itoa(os.Getpid()) + suffix
-	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: name, HostsPerSite: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Down(context.Background()) })
+	l := twoSites(t, ctx, suffix, false)
 	d, err := demo.Deploy(ctx, l, fednetBin)
 	if err != nil {
 		t.Fatal(err)
@@ -201,5 +209,59 @@ func TestBenchABW(t *testing.T) {
 		if err := os.WriteFile(*benchTable, []byte(out), 0o644); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestManagedEstimate: `fednet probe bandwidth` without --lab: the
+// manager relays the request to the sending gateway's agent, whose
+// estimate (against the receiving agent's always-on responder) comes
+// back through the API, and the agent's metrics gauge follows it.
+func TestManagedEstimate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l := twoSites(t, ctx, "m", true)
+	m, err := demo.StartManaged(ctx, l, fednetBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	text, err := demo.GenerateSpecYAML(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Apply(ctx, text); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, g := range l.Gateways() {
+		if err := m.Enroll(ctx, g.Name); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, g.Name)
+	}
+	if _, err := m.WaitApplied(ctx, names); err != nil {
+		t.Fatal(err)
+	}
+	from, to := l.Gateways()[0], l.Gateways()[1]
+	if err := l.Impair(ctx, to.Site, lab.Impairment{Rate: 50e6}); err != nil {
+		t.Fatal(err)
+	}
+	var res *api.BandwidthResult
+	for i := 0; ; i++ { // the receiving agent's responder binds once its plan is applied
+		res, err = m.Admin.ProbeBandwidth(ctx, from.Name, to.Name)
+		if err == nil || i == 10 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("through the manager: %+v", *res)
+	if res.From != from.Name || res.To != to.Name || res.EstimateBps < 10e6 || res.EstimateBps > 100e6 || res.Bytes <= 0 {
+		t.Errorf("estimate of a 50 Mbit/s link through the manager: %+v", *res)
+	}
+	if _, err := m.Admin.ProbeBandwidth(ctx, from.Name, "nowhere"); err == nil || !strings.Contains(err.Error(), "no link") {
+		t.Errorf("a link to an unknown gateway: %v", err)
 	}
 }

@@ -37,6 +37,9 @@ type Config struct {
 	Reload <-chan struct{}
 	// Probes configures the link probes (docs/probe.md).
 	Probes ProbeConfig
+	// Bandwidth configures the available-bandwidth responder and the
+	// scheduled estimates (docs/bandwidth.md).
+	Bandwidth BandwidthConfig
 	// Peers reads the WireGuard peers for the metrics; nil exports links
 	// without handshakes or counters.
 	Peers PeerReader
@@ -88,6 +91,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	links := cfg.Probes.withMetrics(cfg.Metrics).start(ctx, logf, nil)
 	defer links.Close()
+	bw := cfg.Bandwidth.start(ctx, logf, cfg.Metrics)
+	defer bw.Close()
 	var mu sync.Mutex // guards current for the metrics source
 	cfg.Metrics.SetLinkSource(func(ctx context.Context) []api.LinkStatus {
 		mu.Lock()
@@ -97,6 +102,7 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	apply := func(g plan.Gateway, why string) {
 		defer links.Update(g)
+		defer bw.Update(g)
 		cfg.Metrics.SetPlan(g)
 		changes, err := cfg.Dataplane.Apply(ctx, g)
 		if err != nil {

@@ -60,6 +60,10 @@ type ManagedConfig struct {
 	RequestTimeout time.Duration
 	// Probes configures the link probes (docs/probe.md).
 	Probes ProbeConfig
+	// Bandwidth configures the available-bandwidth responder, the
+	// scheduled estimates and the estimates the manager relays
+	// (docs/bandwidth.md).
+	Bandwidth BandwidthConfig
 	// Metrics, when set, is fed the agent's figures (see metrics.Agent).
 	Metrics *metrics.Agent
 	// BackoffMin and BackoffMax bound the exponential backoff, with full
@@ -105,6 +109,8 @@ type managed struct {
 	kick chan struct{}
 	// links probes the links of the current plan; set by run.
 	links *links
+	// bw answers and runs available-bandwidth estimates; set by run.
+	bw *bandwidth
 
 	// applyMu serializes applies and key rotations.
 	applyMu sync.Mutex
@@ -158,6 +164,8 @@ func (m *managed) run(ctx context.Context) error {
 	defer unlock()
 	m.links = m.cfg.Probes.withMetrics(m.cfg.Metrics).start(ctx, m.logf, func() { m.poke() })
 	defer m.links.Close()
+	m.bw = m.cfg.Bandwidth.start(ctx, m.logf, m.cfg.Metrics)
+	defer m.bw.Close()
 	m.cfg.Metrics.SetLinkSource(func(ctx context.Context) []api.LinkStatus {
 		m.mu.Lock()
 		cur := m.current
@@ -223,9 +231,10 @@ func (m *managed) run(ctx context.Context) error {
 	// 3. Reporter and drift repair beside the watch loop.
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); m.reportLoop(bg) }()
 	go func() { defer wg.Done(); m.resyncLoop(bg) }()
+	go func() { defer wg.Done(); m.measureLoop(bg) }()
 	defer func() { stop(); wg.Wait() }()
 	m.poke()
 	return m.watch(ctx)
@@ -440,6 +449,9 @@ func (m *managed) applyCurrentLocked(ctx context.Context, why string) {
 	}
 	if m.links != nil {
 		m.links.Update(cur.Plan)
+	}
+	if m.bw != nil {
+		m.bw.Update(cur.Plan)
 	}
 }
 

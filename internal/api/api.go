@@ -63,6 +63,7 @@ const (
 	CodeTooLarge        = "too_large"         // 413
 	CodeInvalidSpec     = "invalid_spec"      // 422: a spec that fails validation
 	CodeInternal        = "internal"          // 500: never for bad input
+	CodeTimeout         = "timeout"           // 504: a gateway did not answer a relayed request in time
 	CodeUnsupportedType = "unsupported_media" // 415: not application/json (or YAML for the spec)
 )
 

@@ -24,6 +24,8 @@ func CodeFor(status int) string {
 		return CodeUnsupportedType
 	case http.StatusInternalServerError:
 		return CodeInternal
+	case http.StatusGatewayTimeout:
+		return CodeTimeout
 	}
 	return ""
 }

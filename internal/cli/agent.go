@@ -54,7 +54,10 @@ changes or on SIGHUP, and every --resync to repair drift.
 
 Link probes and metrics (both modes): the agent answers link probes on its
 transit address (UDP 51821) and probes every peer through the tunnel once a
-second (RTT, loss, jitter; docs/probe.md). It serves Prometheus metrics at
+second (RTT, loss, jitter; docs/probe.md). It answers available-bandwidth
+probe streams on UDP 51822 of its transit address, and with
+--bandwidth-interval estimates each link's available bandwidth on a schedule
+(docs/bandwidth.md). It serves Prometheus metrics at
 http://--metrics-listen/metrics (default ` + metrics.DefaultAgentListen + `; "" turns it off;
 docs/metrics.md).
 
@@ -126,6 +129,9 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 			}()
 			cfg.Reload = reload
 			cfg.Peers = agent.NewWGPeers()
+			if cfg.Bandwidth, err = m.bandwidthConfig(); err != nil {
+				return err
+			}
 			var stop func()
 			if cfg.Metrics, stop, err = serveAgentMetrics(ctx, metricsListen, logger.Printf); err != nil {
 				return err
@@ -147,6 +153,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 	cmd.Flags().StringVar(&m.tokenFile, "token-file", "", "managed mode: file holding the join token (first start only)")
 	cmd.Flags().StringVar(&m.manager, "manager", "", "managed mode: manager URL, replacing the join token's (https://HOST:PORT)")
 	cmd.Flags().StringVar(&m.endpoint, "endpoint", "", "managed mode: this gateway's public endpoint HOST:PORT to announce at enrollment")
+	cmd.Flags().DurationVar(&m.bandwidthInterval, "bandwidth-interval", 0, "estimate every link's available bandwidth this often (e.g. 10m, jittered ±20%; at least 1m); 0 turns the schedule off")
 	cmd.Flags().DurationVar(&m.statusInterval, "status-interval", agent.DefaultStatusInterval, "managed mode: how often to report status to the manager")
 	cmd.MarkFlagsMutuallyExclusive("once", "down")
 	cmd.MarkFlagsMutuallyExclusive("plan", "data-dir")
@@ -158,6 +165,17 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 type managedFlags struct {
 	dataDir, token, tokenFile, manager, endpoint string
 	statusInterval                               time.Duration
+	// bandwidthInterval schedules available-bandwidth estimates (both
+	// modes).
+	bandwidthInterval time.Duration
+}
+
+// bandwidthConfig checks --bandwidth-interval.
+func (m managedFlags) bandwidthConfig() (agent.BandwidthConfig, error) {
+	if m.bandwidthInterval != 0 && m.bandwidthInterval < agent.MinBandwidthInterval {
+		return agent.BandwidthConfig{}, fmt.Errorf("--bandwidth-interval %v: use 0 (off) or at least %v; each estimate loads the link for a second or so", m.bandwidthInterval, agent.MinBandwidthInterval)
+	}
+	return agent.BandwidthConfig{Interval: m.bandwidthInterval}, nil
 }
 
 // runManagedAgent runs "fednet agent --data-dir DIR".
@@ -199,12 +217,17 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 		}
 		m.token = strings.TrimSpace(string(data))
 	}
+	bw, err := m.bandwidthConfig()
+	if err != nil {
+		return err
+	}
 	mx, stop, err := serveAgentMetrics(cmd.Context(), metricsListen, logger.Printf)
 	if err != nil {
 		return err
 	}
 	defer stop()
 	return agent.RunManaged(cmd.Context(), agent.ManagedConfig{
+		Bandwidth:      bw,
 		Metrics:        mx,
 		DataDir:        m.dataDir,
 		JoinToken:      m.token,

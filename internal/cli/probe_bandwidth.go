@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fednet/fednet/internal/abw"
+	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/client"
 	"github.com/fednet/fednet/internal/lab"
 )
 
@@ -28,6 +30,9 @@ type bandwidthReport struct {
 	Result abw.Result `json:"result"`
 	// Iperf3 is the comparison run (--compare-iperf3), if any.
 	Iperf3 *iperfComparison `json:"iperf3,omitempty"`
+	// fleets counts the fleets when Result carries none (the manager's
+	// answer has the count only).
+	fleets int
 }
 
 // iperfComparison holds iperf3's figures on the same link, in payload
@@ -44,6 +49,7 @@ type iperfComparison struct {
 
 func newProbeBandwidthCmd() *cobra.Command {
 	var lf labFlags
+	var cf connFlags
 	var from, to, output string
 	var compare bool
 	var compareTime time.Duration
@@ -60,10 +66,15 @@ few percent of what a 10-second iperf3 would, and takes a second or two.
 Rates are underlay rates: bit/s of the frames the tunnel puts on the wire
 (WireGuard, UDP/IP and Ethernet headers included). See docs/bandwidth.md.
 
-With --lab the sender runs in the first gateway's namespace of a running lab
+Without --lab the manager relays the request to the agent of --from, which
+runs the estimate and sends the result back (within a minute; the agent must
+be running). With --lab the sender runs in the first gateway's namespace of a running lab
 (fednet lab up --federate); --compare-iperf3 then also runs iperf3 TCP and UDP
 over the same tunnel.`,
-		Example: `  fednet lab up -f examples/three-sites.yaml --federate
+		Example: `  fednet probe bandwidth --from aws-gw --to azure-gw
+  fednet probe bandwidth --from aws-gw --to azure-gw -o json
+
+  fednet lab up -f examples/three-sites.yaml --federate
   fednet lab impair -f examples/three-sites.yaml --site azure-we --rate 100mbit
   fednet probe bandwidth --lab lab -f examples/three-sites.yaml --from aws-gw --to azure-gw --compare-iperf3`,
 		Args: cobra.NoArgs,
@@ -74,10 +85,23 @@ over the same tunnel.`,
 			if output != "table" && output != "json" {
 				return fmt.Errorf("-o %q is not an output format: use table or json", output)
 			}
-			if lf.name == "" {
-				return fmt.Errorf("--lab: name the lab to probe in (probing a live federation through the manager comes with the agent's responder)")
-			}
 			ctx := cmd.Context()
+			if lf.name == "" {
+				if compare {
+					return fmt.Errorf("--compare-iperf3 needs --lab: the manager does not run iperf3 on gateways")
+				}
+				return managerCall(&cf, func(c *client.Client) error {
+					res, err := c.ProbeBandwidth(ctx, from, to)
+					if err != nil {
+						return err
+					}
+					if output == "json" {
+						return writeJSON(cmd.OutOrStdout(), res)
+					}
+					printBandwidth(cmd.OutOrStdout(), reportFromAPI(*res))
+					return nil
+				})
+			}
 			rep, err := probeInLab(ctx, &lf, from, to, compare, compareTime)
 			if err != nil {
 				return err
@@ -97,6 +121,7 @@ over the same tunnel.`,
 	f.StringVarP(&lf.file, "file", "f", "", "the lab's federation spec (YAML), with --lab")
 	f.BoolVar(&compare, "compare-iperf3", false, "also run iperf3 TCP and UDP over the same tunnel (lab only)")
 	f.DurationVar(&compareTime, "iperf3-time", 5*time.Second, "length of each iperf3 comparison run")
+	cf.add(cmd)
 	return cmd
 }
 
@@ -155,11 +180,19 @@ func printBandwidth(w io.Writer, rep bandwidthReport) {
 	}
 	fmt.Fprintf(w, "available bandwidth %s → %s: %s (range %s – %s)\n", rep.From, rep.To, mbit(r.Estimate), mbit(r.Low), mbit(r.High))
 	fmt.Fprintf(w, "%s in %.2f s after %d fleets; sent %.2f MB in %d probes; packet-train dispersion %s\n",
-		conv, r.Duration.Seconds(), len(r.Fleets), float64(r.Bytes)/1e6, r.Packets, mbit(r.ADR))
+		conv, r.Duration.Seconds(), max(len(r.Fleets), rep.fleets), float64(r.Bytes)/1e6, r.Packets, mbit(r.ADR))
 	if c := rep.Iperf3; c != nil {
 		fmt.Fprintf(w, "iperf3 over the same tunnel: TCP %.1f Mbit/s, UDP %.1f Mbit/s received of %.1f offered (%.1f%% lost); %.2f MB in %.0f s\n",
 			c.TCPMbps, c.UDPMbps, c.UDPOfferedMbps, 100*c.UDPLoss, float64(c.Bytes)/1e6, c.Seconds)
 	}
+}
+
+// reportFromAPI turns the manager's answer into the report's form.
+func reportFromAPI(r api.BandwidthResult) bandwidthReport {
+	return bandwidthReport{From: r.From, To: r.To, Result: abw.Result{
+		Low: r.LowBps, High: r.HighBps, Estimate: r.EstimateBps, ADR: r.ADRBps, Converged: r.Converged,
+		Bytes: r.Bytes, Packets: r.Packets, Duration: time.Duration(r.Seconds * float64(time.Second)),
+	}, fleets: r.Fleets}
 }
 
 // mbit renders bit/s as Mbit/s.

@@ -95,6 +95,8 @@ type Manager struct {
 
 	revMu    sync.Mutex
 	revCache map[int]api.Revision // read models of stored revisions
+
+	relay relay // measurement requests on their way to agents
 }
 
 // report is a gateway's last status report.

@@ -150,6 +150,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"PlanFirewall": plan.Firewall{}, "PlanFlow": plan.Flow{}, "PlanBridge": plan.Bridge{},
 		"PlanNeighbor": plan.Neighbor{}, "HostJoinRequest": api.HostJoinRequest{}, "HostTunnelResponse": api.HostTunnelResponse{},
 		"HostTunnel": plan.HostTunnel{}, "Host": api.Host{}, "PlanNeighborRule": plan.NeighborRule{},
+		"BandwidthRequest": api.BandwidthRequest{}, "Measurement": api.Measurement{}, "BandwidthResult": api.BandwidthResult{},
 	}
 	for name, v := range types {
 		s, ok := doc.Components.Schemas[name]
