@@ -162,3 +162,46 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStaticProbes: static-mode agents (plan files, no manager) probe
+// every peer too: each gateway's metrics show answered probes, an RTT and
+// the link up for every peer, and no probe lost.
+func TestStaticProbes(t *testing.T) {
+	needRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := demo.GenerateSpec(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, d := staticLab(t, ctx, "e2estatp", f, func(l *lab.Lab) []demo.Pair { return demo.CrossSitePairs(l, l.Sites()) })
+	gws := l.Gateways()
+	for _, gw := range gws {
+		took := poll(t, "answered probes from "+gw.Name+" to every peer", 20*time.Second, func() bool {
+			s, err := scrapeIn(ctx, gw, metrics.DefaultAgentListen)
+			if err != nil {
+				return false
+			}
+			for _, peer := range gws {
+				if peer == gw {
+					continue
+				}
+				lk := map[string]string{"gateway": gw.Name, "peer": peer.Name}
+				answered, _ := s.Value("fednet_link_probes_total", map[string]string{"gateway": gw.Name, "peer": peer.Name, "result": "answered"})
+				rtts, _ := s.Value("fednet_link_rtt_seconds", lk)
+				up, _ := s.Value("fednet_link_up", lk)
+				if answered < 3 || rtts < 3 || up != 1 {
+					return false
+				}
+				if lost, ok := s.Value("fednet_link_probes_total", map[string]string{"gateway": gw.Name, "peer": peer.Name, "result": "lost"}); ok && lost > 0 {
+					t.Errorf("%s -> %s: %v probes lost", gw.Name, peer.Name, lost)
+				}
+			}
+			return true
+		})
+		t.Logf("%s: 3 answered probes to every peer %v after convergence", gw.Name, took.Round(time.Millisecond))
+	}
+	if err := d.AgentsAlive(); err != nil {
+		t.Fatal(err)
+	}
+}
