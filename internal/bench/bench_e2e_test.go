@@ -96,6 +96,28 @@ func TestBenchQuick(t *testing.T) {
 	if st.Exists() {
 		t.Errorf("the reference lab of the run by name is left behind:\n%s", st)
 	}
+
+	// Live mode, as on a host of a live federation: from aws-h1 against an
+	// iperf3 server on azure-h1 (lab down ends it).
+	run(ctx, t, "lab", "exec", "--name", name, "-f", specPath, "azure-h1", "--", "iperf3", "-s", "-D")
+	live := filepath.Join(dir, "live")
+	run(ctx, t, "lab", "exec", "--name", name, "-f", specPath, "aws-h1", "--",
+		binary, "bench", "--live", "--quick", "--overlay-target", "10.2.0.1", "--out", live)
+	b, err := os.ReadFile(filepath.Join(live, bench.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lr bench.Results
+	if err := json.Unmarshal(b, &lr); err != nil {
+		t.Fatal(err)
+	}
+	if lr.Target.Kind != "live" || len(lr.Modes) != 1 {
+		t.Fatalf("live run: target %+v, %d modes", lr.Target, len(lr.Modes))
+	}
+	m := lr.Modes[0]
+	if len(m.Errors) > 0 || len(m.RTT) != 1 || m.RTT[0].Received == 0 || len(m.TCP) != 2 || m.TCP[0].Mbps <= 0 || len(m.Loaded) != 1 {
+		t.Errorf("live run: %+v", m)
+	}
 }
 
 func run(ctx context.Context, t *testing.T, args ...string) {
