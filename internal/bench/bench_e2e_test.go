@@ -64,7 +64,7 @@ func TestBenchQuick(t *testing.T) {
 		t.Skip("needs root: the lab creates network namespaces (CI runs as root)")
 	}
 	const name = "e2ebench"
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	t.Cleanup(func() {
 		for _, n := range []string{name, name + "ref"} {
