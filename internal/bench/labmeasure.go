@@ -205,6 +205,11 @@ func (r *labRun) delaySweep(ctx context.Context, paths []*path, errs []string) (
 			if ping, err := lab.Ping(ctx, p.from, p.to, 5, 50*time.Millisecond); err == nil && ping.Received > 0 {
 				pt.RTTMs = round(float64(ping.Avg)/float64(time.Millisecond), 3)
 			}
+			// A point is only worth plotting if the delay is on the path.
+			if pt.RTTMs < ms/2 {
+				errs = append(errs, fmt.Sprintf("%s: delay %v: not in effect (measured RTT %.3f ms); point left out", p.info.Name, d, pt.RTTMs))
+				continue
+			}
 			t, err := measureTCP(ctx, p, dur, 1)
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: delay %v: %v", p.info.Name, d, err))
