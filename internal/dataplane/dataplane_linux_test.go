@@ -332,6 +332,7 @@ func TestLinuxFirewall(t *testing.T) {
 	mixed.Flows = flows("fd00:1::/64", "fd00:2::/64", "0.0.0.0/0", "10.2.0.0/24", "10.1.0.0/16", "10.9.0.128/25")
 	mixed.MSS = 0
 	mixed.Neighbors = []plan.NeighborRule{{Address: netip.MustParseAddr("10.1.0.10"), Port: 4790}, {Address: netip.MustParseAddr("fd00:1::10"), Port: 4791}}
+	mixed.TunnelPorts = []int{4789, 5790}
 	for _, fw := range []plan.Firewall{planA().Firewall, planB().Firewall, planC().Firewall, mixed} {
 		rs := buildRuleset(fw)
 		fp := rs.fingerprint()

@@ -307,6 +307,7 @@ func TestRenderFirewall(t *testing.T) {
 	p.Firewall.Flows = flows("fd00:1::/64", "fd00:2::/64", "0.0.0.0/0", "10.2.0.0/24")
 	p.Firewall.MSS = 0
 	p.Firewall.Neighbors = []plan.NeighborRule{{Address: netip.MustParseAddr("10.1.0.10"), Port: 4790}, {Address: netip.MustParseAddr("fd00:1::10"), Port: 4791}}
+	p.Firewall.TunnelPorts = []int{4789, 5790}
 	text, err := RenderFirewall(p.Firewall)
 	if err != nil {
 		t.Fatal(err)

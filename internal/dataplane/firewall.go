@@ -22,6 +22,7 @@ import (
 //	  iifname "lo" accept
 //	  ct state established,related accept
 //	  ct state invalid drop
+//	  iifname != "<Tunnel>" udp dport <port> drop   per TunnelPorts (gateway VXLAN)
 //	  iifname != "<Tunnel>" ip saddr <host> udp dport <port> accept   per neighbor tunnel
 //	  udp dport <port> drop                                           (same)
 //	  udp dport <ListenPort> accept                       the tunnel port
@@ -201,6 +202,12 @@ func buildRuleset(fw plan.Firewall) ruleset {
 	add(&input, "accept", ifName{name: "lo"})
 	add(&input, "accept", ctState{established: true, related: true})
 	add(&input, "drop", ctState{invalid: true})
+	// VXLAN to other gateways comes through the tunnel only: a Linux VXLAN
+	// device listens on every address, so a packet from the LAN or the
+	// public side would otherwise put frames into a bridged network.
+	for _, p := range fw.TunnelPorts {
+		add(&input, "drop", ifName{name: tunnel, negate: true}, udpDport{p})
+	}
 	// A neighbor tunnel's port takes VXLAN from its host only: anyone else
 	// on the LAN could otherwise inject frames into the bridged network.
 	for _, n := range fw.Neighbors {
@@ -344,6 +351,11 @@ func validateFirewall(fw plan.Firewall) error {
 	}
 	if fw.ListenPort < 0 || fw.ListenPort > 65535 {
 		errs = append(errs, fmt.Sprintf("listen port %d is out of range 0-65535", fw.ListenPort))
+	}
+	for _, p := range fw.TunnelPorts {
+		if p < 1 || p > 65535 {
+			errs = append(errs, fmt.Sprintf("tunnel-only port %d is out of range 1-65535", p))
+		}
 	}
 	if fw.MSS < 0 || fw.MSS > 65535 {
 		errs = append(errs, fmt.Sprintf("MSS %d is out of range 0-65535", fw.MSS))

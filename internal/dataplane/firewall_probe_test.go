@@ -17,11 +17,14 @@ type packet struct {
 	udpDport   int
 	ctState    string // "new", "established", "related" or "invalid"
 	icmpEchoV4 bool
+	// fibOK says the reverse path check passes (the source is routed back
+	// out of iif).
+	fibOK bool
 }
 
 // verdict runs p through chain c as nft would (first matching rule with a
 // verdict decides, else the policy). It knows the matches the input chain
-// uses; a match it cannot evaluate for p (the fib check) fails.
+// uses; the fib check passes when p.fibOK says so.
 func (c chain) verdict(p packet) string {
 	for _, r := range c.rules {
 		if r.verdict != "" && allMatch(r.matches, p) {
@@ -51,6 +54,8 @@ func allMatch(ms []match, p packet) bool {
 			ok = !m.v6 && m.typ == 8 && p.icmpEchoV4
 		case limitRate:
 			ok = true
+		case fibReversePath:
+			ok = p.fibOK
 		}
 		if !ok {
 			return false
@@ -95,6 +100,49 @@ func TestFirewallPassesLinkProbes(t *testing.T) {
 		{"probe reply through the tunnel", packet{iif: self.Interface.Name, src: remote, dst: local, udpDport: 40000, ctState: "established"}, "accept"},
 		{"probe request in clear", packet{iif: "eth0", src: remote, dst: local, udpDport: probe.Port, ctState: "new"}, "drop"},
 		{"probe from a site address through the tunnel", packet{iif: self.Interface.Name, src: netip.MustParseAddr("10.2.0.5"), dst: local, udpDport: probe.Port, ctState: "new"}, "drop"},
+	} {
+		if got := input.verdict(tc.p); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestFirewallVXLANFromTunnelOnly: a gateway of examples/bridged.yaml takes
+// VXLAN (4789) from other gateways through the tunnel, but not from a
+// machine on its own LAN nor from the public side, though the LAN may reach
+// the gateway otherwise: a VXLAN device listens on every address, and such
+// a packet would put frames into the bridged network.
+func TestFirewallVXLANFromTunnelOnly(t *testing.T) {
+	data, err := os.ReadFile("../../examples/bridged.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := spec.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, err := plan.Compute(f, plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, other := plans[0], plans[1]
+	if len(self.Firewall.TunnelPorts) != 1 || self.Firewall.TunnelPorts[0] != plan.VXLANPort {
+		t.Fatalf("tunnel-only ports %v, want [%d]", self.Firewall.TunnelPorts, plan.VXLANPort)
+	}
+	local, remote := self.Interface.Address.Addr(), other.Interface.Address.Addr()
+	lanHost := self.Firewall.Local[0].Addr().Next()
+	lanAddr := self.Firewall.Local[0].Addr().Next().Next()
+	input := buildRuleset(self.Firewall).chains[0]
+	for _, tc := range []struct {
+		name string
+		p    packet
+		want string
+	}{
+		{"VXLAN through the tunnel", packet{iif: self.Interface.Name, src: remote, dst: local, udpDport: plan.VXLANPort, ctState: "new"}, "accept"},
+		{"VXLAN from the LAN", packet{iif: "b1", src: lanHost, dst: local, udpDport: plan.VXLANPort, ctState: "new", fibOK: true}, "drop"},
+		{"VXLAN from the LAN to the LAN address", packet{iif: "eth1", src: lanHost, dst: lanAddr, udpDport: plan.VXLANPort, ctState: "new", fibOK: true}, "drop"},
+		{"VXLAN from the public side", packet{iif: "eth0", src: netip.MustParseAddr("203.0.113.99"), dst: local, udpDport: plan.VXLANPort, ctState: "new"}, "drop"},
+		{"other UDP from the LAN", packet{iif: "eth1", src: lanHost, dst: lanAddr, udpDport: 53, ctState: "new", fibOK: true}, "accept"},
 	} {
 		if got := input.verdict(tc.p); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)

@@ -220,7 +220,23 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 			return Gateway{}, err
 		}
 	}
+	g.Firewall.TunnelPorts = tunnelPorts(g.Bridges)
 	return g, nil
+}
+
+// tunnelPorts are the UDP ports of the VXLAN devices to other gateways,
+// sorted. A Linux VXLAN device listens on every address of the machine, so
+// without a rule a machine on the site's LAN could send frames into a
+// bridged network; these ports take packets from the tunnel only.
+func tunnelPorts(bridges []Bridge) []int {
+	var ports []int
+	for _, b := range bridges {
+		for _, v := range b.VXLANs {
+			ports = append(ports, v.UDPPort)
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports)
 }
 
 // VXLANPort is the UDP port of the bridged networks' VXLAN (IANA's).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -73,6 +74,13 @@ func (g Gateway) String() string {
 	fmt.Fprintf(&b, "  firewall table inet %s\n", fw.Table)
 	fmt.Fprintf(&b, "    input: accept udp dport %d, established, from local %s, from transit %s on %s; drop the rest\n",
 		fw.ListenPort, joinPrefixes(fw.Local), fw.Transit, fw.Tunnel)
+	if len(fw.TunnelPorts) > 0 {
+		ports := make([]string, len(fw.TunnelPorts))
+		for i, p := range fw.TunnelPorts {
+			ports[i] = strconv.Itoa(p)
+		}
+		fmt.Fprintf(&b, "    input: drop udp dport %s (VXLAN) unless it comes through %s\n", strings.Join(ports, ", "), fw.Tunnel)
+	}
 	for _, n := range fw.Neighbors {
 		fmt.Fprintf(&b, "    input: accept udp dport %d from neighbor %s only\n", n.Port, n.Address)
 	}

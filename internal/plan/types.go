@@ -194,6 +194,11 @@ type Firewall struct {
 	// Neighbors are the UDP ports of neighbor tunnels, each accepted from
 	// its host's address only (not through the tunnel), sorted by port.
 	Neighbors []NeighborRule `json:"neighbors,omitempty"`
+	// TunnelPorts are UDP ports accepted only through the tunnel
+	// interface: the VXLAN ports of the gateway's bridges, on which a
+	// packet from anywhere else would put frames into a bridged network.
+	// Sorted.
+	TunnelPorts []int `json:"tunnelPorts,omitempty"`
 }
 
 // Flow allows forwarding from Source to Destination for a network.
