@@ -69,18 +69,7 @@ func allMatch(ms []match, p packet) bool {
 // gateway's transit address in through the tunnel, and their answers back,
 // but not probes that arrive in clear on another interface.
 func TestFirewallPassesLinkProbes(t *testing.T) {
-	data, err := os.ReadFile("../../examples/three-sites.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := spec.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plans, err := plan.Compute(f, plan.Inputs{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plans := examplePlans(t, "three-sites.yaml")
 	if len(plans) < 2 {
 		t.Fatalf("%d plans", len(plans))
 	}
@@ -113,18 +102,7 @@ func TestFirewallPassesLinkProbes(t *testing.T) {
 // the gateway otherwise: a VXLAN device listens on every address, and such
 // a packet would put frames into the bridged network.
 func TestFirewallVXLANFromTunnelOnly(t *testing.T) {
-	data, err := os.ReadFile("../../examples/bridged.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := spec.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plans, err := plan.Compute(f, plan.Inputs{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plans := examplePlans(t, "bridged.yaml")
 	self, other := plans[0], plans[1]
 	if len(self.Firewall.TunnelPorts) != 1 || self.Firewall.TunnelPorts[0] != plan.VXLANPort {
 		t.Fatalf("tunnel-only ports %v, want [%d]", self.Firewall.TunnelPorts, plan.VXLANPort)
@@ -148,4 +126,22 @@ func TestFirewallVXLANFromTunnelOnly(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
+}
+
+// examplePlans plans examples/<name> without keys.
+func examplePlans(t *testing.T, name string) []plan.Gateway {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := spec.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans, err := plan.Compute(f, plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plans
 }
