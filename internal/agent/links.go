@@ -68,6 +68,7 @@ type link struct {
 	recent   []probe.Sample // the latest recentKeep decided samples; guarded by mu
 	up       bool           // probe verdict last announced; guarded by mu
 	answered bool           // a probe of this prober was answered; guarded by mu
+	firstSeq uint32         // sequence number of the first answered probe; guarded by mu
 }
 
 func newLinks(ctx context.Context, logf func(string, ...any), events LinkEvents) *links {
@@ -205,14 +206,17 @@ func (ls *links) startLocked(peer string, local, remote netip.Addr) (*link, erro
 }
 
 // sample files one decided probe and announces a changed verdict. Probes
-// lost before the prober's first answer are not filed in the history nor
-// passed on: they measure the tunnel and the peer's agent coming up, not
-// the path. They still count for the verdict, so a link that never
-// answers is down.
+// sent before the prober's first answered one are not filed in the
+// history nor passed on: they measure the tunnel and the peer's agent
+// coming up, not the path (and those lost are decided a timeout later,
+// possibly after the first answer). They still count for the verdict, so
+// a link that never answers is down.
 func (ls *links) sample(l *link, s probe.Sample) {
 	l.mu.Lock()
-	l.answered = l.answered || !s.Lost
-	file := l.answered
+	if !l.answered && !s.Lost {
+		l.answered, l.firstSeq = true, s.Seq
+	}
+	file := l.answered && s.Seq >= l.firstSeq
 	l.mu.Unlock()
 	if file {
 		l.history.Add(s)

@@ -42,12 +42,15 @@ func waitFor(t *testing.T, what string, f func() error) {
 // TestLinksProbeEachOther: two link monitors on loopback addresses answer
 // each other's probes; when one stops, the other sees the link down after
 // probe.DownAfterLost lost probes, and up again when it comes back.
+//
+// The timeout is generous (500 ms for a loopback RTT of microseconds) so
+// that a loaded test machine does not lose probes to scheduling delays.
 func TestLinksProbeEachOther(t *testing.T) {
 	ctx := t.Context()
 	var mu sync.Mutex
 	var verdicts []bool
 	samples := 0
-	cfg := ProbeConfig{Interval: 30 * time.Millisecond, Timeout: 60 * time.Millisecond, Events: LinkEvents{
+	cfg := ProbeConfig{Interval: 30 * time.Millisecond, Timeout: 500 * time.Millisecond, Events: LinkEvents{
 		Sample: func(peer string, s probe.Sample) {
 			mu.Lock()
 			samples++
@@ -61,7 +64,7 @@ func TestLinksProbeEachOther(t *testing.T) {
 	}}
 	a := cfg.start(ctx, t.Logf, func() {})
 	defer a.Close()
-	bcfg := ProbeConfig{Interval: 30 * time.Millisecond, Timeout: 60 * time.Millisecond}
+	bcfg := ProbeConfig{Interval: 30 * time.Millisecond, Timeout: 500 * time.Millisecond}
 	b := bcfg.start(ctx, t.Logf, nil)
 	pa := loopPlan("a", "127.0.0.2", "b", "127.0.0.3")
 	pb := loopPlan("b", "127.0.0.3", "a", "127.0.0.2")
