@@ -38,6 +38,13 @@ type Config struct {
 	// a search stopped by them reports Converged false.
 	MaxFleets int
 	MaxTime   time.Duration
+	// MaxCost bounds the bytes sent, as a fraction of what a 10 s transfer
+	// at the initial train's dispersion rate sends (default 0.045, under
+	// the 5 % goal): no fleet starts that could pass it, and the search
+	// then reports Converged false. The dispersion rate lies between the
+	// available bandwidth and the capacity, so this bounds the cost
+	// against either.
+	MaxCost float64
 	// TrainLen is the number of packets of the initial back-to-back train
 	// whose dispersion gives the first upper guess (default 48).
 	TrainLen int
@@ -59,6 +66,7 @@ const (
 	defaultGreyResolution = 0.1
 	defaultMaxFleets      = 10
 	defaultMaxTime        = 10 * time.Second
+	defaultMaxCost        = 0.045
 	defaultTrainLen       = 48
 	defaultTimeout        = time.Second
 	minStreamLen          = 64
@@ -93,6 +101,7 @@ func (c Config) withDefaults() Config {
 	defDur(&c.Timeout, defaultTimeout)
 	defFrac(&c.Resolution, defaultResolution)
 	defFrac(&c.GreyResolution, defaultGreyResolution)
+	defFrac(&c.MaxCost, defaultMaxCost)
 	if c.Frame == nil {
 		c.Frame = TunnelFrame
 	}
@@ -162,7 +171,11 @@ func Estimate(ctx context.Context, conn *net.UDPConn, cfg Config) (Result, error
 	}
 	res := Result{ADR: adr}
 	s := newSearch(adr*1.1, cfg.Resolution, cfg.GreyResolution)
+	budget := cfg.MaxCost * 10 * adr / 8 // bytes
 	for len(res.Fleets) < cfg.MaxFleets && time.Since(start) < cfg.MaxTime && !s.done() {
+		if float64(p.bytes)+p.fleetCost(s.rate()) > budget {
+			break
+		}
 		f, err := p.fleet(ctx, s.rate())
 		if err != nil {
 			return Result{}, err
@@ -235,7 +248,7 @@ func (p *prober) fleet(ctx context.Context, r float64) (Fleet, error) {
 	payload, period := p.shape(r)
 	frame := p.cfg.Frame(payload)
 	rate := float64(frame*8) / period.Seconds() // exact rate of this shape
-	k := min(max(int(math.Ceil(float64(p.cfg.StreamTime)/float64(period))), minStreamLen), MaxStreamLen)
+	k := p.streamLen(period)
 	gap := max(2*time.Duration(k)*period, 5*time.Millisecond)
 	f := Fleet{Rate: rate, Payload: payload, K: k}
 	var trends []Trend
@@ -276,6 +289,19 @@ func (p *prober) fleet(ctx context.Context, r float64) (Fleet, error) {
 	f.Verdict = f.Trend.String()
 	f.Lost = float64(lost) / float64(total)
 	return f, nil
+}
+
+// fleetCost is the most bytes a fleet at rate r sends (every stream).
+func (p *prober) fleetCost(r float64) float64 {
+	payload, period := p.shape(r)
+	k := p.streamLen(period)
+	return float64(p.cfg.Streams * k * p.cfg.Frame(payload))
+}
+
+// streamLen is K for packets period apart: StreamTime's worth, within
+// [minStreamLen, MaxStreamLen].
+func (p *prober) streamLen(period time.Duration) int {
+	return min(max(int(math.Ceil(float64(p.cfg.StreamTime)/float64(period))), minStreamLen), MaxStreamLen)
 }
 
 // shape picks the payload and the packet period for rate r: frames of

@@ -73,3 +73,31 @@ func TestEstimateNoResponder(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestEstimateCostBound: a tight MaxCost stops the search before a fleet
+// could pass it, whatever the trend tests say.
+func TestEstimateCostBound(t *testing.T) {
+	srv, err := listen(netip.MustParseAddrPort("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go NewResponder().Serve(ctx, srv)
+	conn, err := net.DialUDP("udp", nil, srv.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const maxCost = 0.01
+	res, err := Estimate(ctx, conn, Config{MaxCost: maxCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if budget := maxCost * 10 * res.ADR / 8; float64(res.Bytes) > budget {
+		t.Errorf("sent %d bytes, more than %.0f (1%% of 10 s at the train's %.0f Mbit/s)", res.Bytes, budget, res.ADR/1e6)
+	}
+	if res.Converged && len(res.Fleets) == 0 {
+		t.Errorf("no fleet fit the budget, yet the search converged")
+	}
+}
