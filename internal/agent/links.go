@@ -181,12 +181,17 @@ func (ls *links) startLocked(peer string, local, remote netip.Addr) (*link, erro
 		ls.histories[peer] = h
 	}
 	l := &link{peer: peer, local: local, remote: remote, history: h, done: make(chan struct{}), up: true}
+	retry := probe.DefaultRetry
+	if ls.interval > 0 && ls.interval/4 < retry {
+		retry = ls.interval / 4
+	}
 	p, err := probe.New(probe.Config{
 		Conn:     conn,
 		Target:   net.UDPAddrFromAddrPort(netip.AddrPortFrom(remote, probe.Port)),
 		Interval: ls.interval,
 		Timeout:  ls.timeout,
 		Keep:     recentKeep,
+		Retry:    retry,
 		OnSample: func(s probe.Sample) { ls.sample(l, s) },
 	})
 	if err != nil {
@@ -216,7 +221,9 @@ func (ls *links) sample(l *link, s probe.Sample) {
 	if !l.answered && !s.Lost {
 		l.answered, l.firstSeq = true, s.Seq
 	}
-	file := l.answered && s.Seq >= l.firstSeq
+	// Fast retries decide the verdict sooner but stay out of the loss
+	// rates: an outage would otherwise weigh four times its share.
+	file := l.answered && s.Seq >= l.firstSeq && !s.Retry
 	l.mu.Unlock()
 	if file {
 		l.history.Add(s)

@@ -259,3 +259,87 @@ func waitCounts(t *testing.T, r *Responder, answered, ignored uint64) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// cutConn is a PacketConn for a Responder that swallows every request
+// while cut is set, as a path that went down would.
+type cutConn struct {
+	net.PacketConn
+	mu  sync.Mutex
+	cut bool // guarded by mu
+}
+
+func (c *cutConn) set(cut bool) { c.mu.Lock(); c.cut = cut; c.mu.Unlock() }
+
+func (c *cutConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	for {
+		n, addr, err := c.PacketConn.ReadFrom(b)
+		c.mu.Lock()
+		cut := c.cut
+		c.mu.Unlock()
+		if err != nil || !cut {
+			return n, addr, err
+		}
+	}
+}
+
+// TestProberFastRetry cuts the path for a while: the prober then probes
+// every Retry instead of every Interval, marks those samples Retry and
+// reaches DownAfterLost lost probes sooner, and it returns to the
+// Interval once a probe is answered again. Without a cut it never retries.
+func TestProberFastRetry(t *testing.T) {
+	srv := &cutConn{PacketConn: listen(t)}
+	startResponder(t, srv)
+	var mu sync.Mutex
+	var seen []Sample
+	p, err := New(Config{Conn: listen(t), Target: srv.LocalAddr(), Interval: 400 * ms, Timeout: 300 * ms,
+		Retry: 40 * ms, Overdue: 60 * ms, OnSample: func(s Sample) { mu.Lock(); seen = append(seen, s); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	time.Sleep(1000 * ms) // about 3 answered probes
+	srv.set(true)
+	time.Sleep(1000 * ms)
+	srv.set(false)
+	time.Sleep(1500 * ms)
+	cancel()
+	<-done
+
+	mu.Lock()
+	defer mu.Unlock()
+	var beforeCut, retries, retriesLost int
+	for _, s := range seen {
+		if !s.Retry && !s.Lost && retries == 0 {
+			beforeCut++
+		}
+		if s.Retry {
+			retries++
+			if s.Lost {
+				retriesLost++
+			}
+		}
+	}
+	// A second of cut at one probe per 400 ms is 2–3 probes; retries every
+	// 40 ms make it many more.
+	if retriesLost < DownAfterLost {
+		t.Errorf("%d lost retries during the cut (samples %v), want at least %d", retriesLost, seen, DownAfterLost)
+	}
+	for i, s := range seen[:min(beforeCut, len(seen))] {
+		if s.Retry {
+			t.Errorf("sample %d before the cut is a retry: %+v", i, s)
+		}
+	}
+	// After the path is back, the prober returns to its interval: the
+	// last samples are answered and not retries.
+	last := seen[len(seen)-2:]
+	for _, s := range last {
+		if s.Lost || s.Retry {
+			t.Errorf("after the cut, sample %+v is lost or a retry; want the normal rhythm back", s)
+		}
+	}
+	if !ProbesUp(seen) {
+		t.Error("the link should be up again")
+	}
+}

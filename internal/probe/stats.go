@@ -19,6 +19,11 @@ type Sample struct {
 	// Jitter is the RFC 3550 interarrival jitter estimate of the prober
 	// after this reply (see [Jitter]).
 	Jitter time.Duration
+	// Retry marks a probe sent early because the one before it went
+	// unanswered (Config.Retry): it counts for the link-up verdict, but
+	// loss rates leave it out, or an outage would weigh more than its
+	// share of time.
+	Retry bool
 }
 
 // Stats summarises samples over a window. The zero value means no samples.

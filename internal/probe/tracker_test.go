@@ -39,7 +39,7 @@ func TestTracker(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := newTracker(session, time.Second)
-			tr.sent(req(0, t0), t0)
+			tr.sent(req(0, t0), t0, false)
 			got, ok := tr.reply(tt.rep, t0.Add(tt.at))
 			if ok != tt.wantOK || got != tt.want {
 				t.Errorf("reply = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
@@ -58,7 +58,7 @@ func TestTrackerExpire(t *testing.T) {
 	tr := newTracker(1, time.Second)
 	for i := range 5 {
 		at := t0.Add(time.Duration(i) * 100 * ms)
-		tr.sent(Packet{Type: Request, Session: 1, Seq: uint32(i), SendTime: at.UnixNano()}, at)
+		tr.sent(Packet{Type: Request, Session: 1, Seq: uint32(i), SendTime: at.UnixNano()}, at, false)
 	}
 	if d, ok := tr.nextDeadline(); !ok || !d.Equal(t0.Add(time.Second)) {
 		t.Errorf("nextDeadline = %v, %v; want %v", d, ok, t0.Add(time.Second))
@@ -95,7 +95,7 @@ func TestTrackerJitter(t *testing.T) {
 		if i%2 == 1 {
 			fwd = 26 * ms
 		}
-		tr.sent(Packet{Type: Request, Session: 1, Seq: uint32(i), SendTime: sent.UnixNano()}, sent)
+		tr.sent(Packet{Type: Request, Session: 1, Seq: uint32(i), SendTime: sent.UnixNano()}, sent, false)
 		rep := Packet{Type: Reply, Session: 1, Seq: uint32(i), SendTime: sent.UnixNano(),
 			RecvTime: sent.Add(fwd + offset).UnixNano(), ReplyTime: sent.Add(fwd + offset).UnixNano()}
 		s, ok := tr.reply(rep, sent.Add(fwd+10*ms))
