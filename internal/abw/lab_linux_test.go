@@ -25,6 +25,7 @@ var (
 	benchRuns  = flag.Int("abw.runs", 0, "TestBenchABW: runs per case (0 skips the benchmark)")
 	benchCases = flag.String("abw.cases", "", "TestBenchABW: comma-separated cases to run, e.g. 20,100+30% (default all)")
 	benchTable = flag.String("abw.table", "", "TestBenchABW: also write the markdown table to this file")
+	benchMinP  = flag.Duration("abw.minperiod", 0, "TestBenchABW: Config.MinPeriod (0: default)")
 )
 
 func TestMain(m *testing.M) {
@@ -186,7 +187,7 @@ func TestBenchABW(t *testing.T) {
 		good := 0
 		var worstBytes, worstTime float64
 		for run := 1; run <= *benchRuns; run++ {
-			res, err := InLab(ctx, fl.l, fl.from.Name, fl.to.Name, Config{})
+			res, err := InLab(ctx, fl.l, fl.from.Name, fl.to.Name, Config{MinPeriod: *benchMinP})
 			if err != nil {
 				t.Errorf("case %s run %d: %v", c.name(), run, err)
 				continue
