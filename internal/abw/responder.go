@@ -49,6 +49,10 @@ func Listen(addr netip.Addr) (*net.UDPConn, error) {
 	return listen(netip.AddrPortFrom(addr, Port))
 }
 
+// responderBuffer is the responder's socket receive buffer: a whole
+// stream (MaxStreamLen probes of the largest size) fits with room to spare.
+const responderBuffer = 8 << 20
+
 func listen(at netip.AddrPort) (*net.UDPConn, error) {
 	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(at))
 	if err != nil {
@@ -58,6 +62,7 @@ func listen(at netip.AddrPort) (*net.UDPConn, error) {
 		conn.Close()
 		return nil, err
 	}
+	growReadBuffer(conn, responderBuffer)
 	return conn, nil
 }
 
