@@ -75,12 +75,25 @@ func (t transfer) args() []string {
 // busy with the previous test (it resets only after that client left).
 const busyTries = 10
 
+// transient reports whether an iperf3 failure comes from a server that is
+// still finishing the previous test: it says it is busy, or it resets the
+// new test's control connection while it tears the old one down.
+func transient(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"busy", "unable to receive control message", "reset by peer"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // run runs the client; the server must be listening. ctx bounds it, and
 // so does each try's own length plus a margin.
 func (t transfer) run(ctx context.Context) (iperfResult, error) {
 	for try := 1; ; try++ {
 		r, err := t.runOnce(ctx)
-		if err == nil || try == busyTries || !strings.Contains(err.Error(), "busy") {
+		if err == nil || try == busyTries || !transient(err) {
 			return r, err
 		}
 		select {

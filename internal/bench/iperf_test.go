@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 	"slices"
@@ -62,6 +63,24 @@ func TestTransferArgs(t *testing.T) {
 	} {
 		if got := c.tr.args(); !slices.Equal(got, c.want) {
 			t.Errorf("args of %+v = %v, want %v", c.tr, got, c.want)
+		}
+	}
+}
+
+// TestTransient: a server still finishing the previous test is tried
+// again; anything else is reported at once.
+func TestTransient(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{"iperf3: error - the server is busy running a test. try again later", true},
+		{"iperf3: unable to receive control message: Connection reset by peer", true},
+		{"iperf3: error - unable to connect to server: Connection refused", false},
+		{"iperf3 output is not JSON", false},
+	} {
+		if got := transient(errors.New(tc.msg)); got != tc.want {
+			t.Errorf("transient(%q) = %v, want %v", tc.msg, got, tc.want)
 		}
 	}
 }
