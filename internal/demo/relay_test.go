@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,9 +197,9 @@ func replyTTL(t *testing.T, ctx context.Context, from, to *lab.Node) int {
 	if err != nil || m == nil {
 		t.Fatalf("ping %s -> %s: %v\n%s", from, to, err, out)
 	}
-	ttl := 0
-	for _, c := range m[1] {
-		ttl = ttl*10 + int(c-'0')
+	ttl, err := strconv.Atoi(m[1])
+	if err != nil {
+		t.Fatalf("ping %s -> %s: ttl %q: %v", from, to, m[1], err)
 	}
 	return ttl
 }
