@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/fednet/fednet/internal/backend"
 )
 
 // Parse reads a federation spec from YAML, fills in defaults, applies the
@@ -98,6 +100,9 @@ func (c *checker) defaults() {
 	}
 	if o.Interface == "" {
 		o.Interface = DefaultInterface
+	}
+	if o.Backend == "" {
+		o.Backend = backend.Default
 	}
 	if f.Topology.Mode == "" {
 		f.Topology.Mode = "mesh"

@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"github.com/fednet/fednet/internal/backend"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -41,6 +42,7 @@ func TestThreeSitesExample(t *testing.T) {
 		ListenPort:  51820,
 		UnderlayMTU: 1500,
 		Interface:   "fed0",
+		Backend:     backend.WireGuard,
 	}
 	if f.Overlay != wantOverlay {
 		t.Errorf("overlay = %+v, want %+v", f.Overlay, wantOverlay)
@@ -99,7 +101,7 @@ func TestDefaults(t *testing.T) {
 		{"overlay", "", func(t *testing.T, f *Federation) {
 			o := f.Overlay
 			if o.Supernet != DefaultSupernet || o.Transit != DefaultTransit || o.ListenPort != DefaultListenPort ||
-				o.UnderlayMTU != DefaultUnderlayMTU || o.Interface != DefaultInterface {
+				o.UnderlayMTU != DefaultUnderlayMTU || o.Interface != DefaultInterface || o.Backend != backend.Default {
 				t.Errorf("overlay = %+v, want the defaults", o)
 			}
 			if f.Topology.Mode != "mesh" {
@@ -111,7 +113,7 @@ func TestDefaults(t *testing.T) {
 		}},
 		{"overlay given", "overlay:\n  supernet: 10.0.0.0/9\n  transit: 172.31.0.0/24\n  listenPort: 443\n  underlayMTU: 9000\n  interface: wg-fed\n",
 			func(t *testing.T, f *Federation) {
-				want := Overlay{netip.MustParsePrefix("10.0.0.0/9"), netip.MustParsePrefix("172.31.0.0/24"), 443, 9000, "wg-fed"}
+				want := Overlay{netip.MustParsePrefix("10.0.0.0/9"), netip.MustParsePrefix("172.31.0.0/24"), 443, 9000, "wg-fed", backend.WireGuard}
 				if f.Overlay != want {
 					t.Errorf("overlay = %+v, want %+v", f.Overlay, want)
 				}

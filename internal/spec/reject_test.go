@@ -258,6 +258,14 @@ func TestRejections(t *testing.T) {
 			"overlay.underlayMTU", 21, "want 1360..65535", false},
 		{"interface name too long", func(t *testing.T) string { return base + "overlay:\n  interface: fednet-overlay-0\n" },
 			"overlay.interface", 21, "1 to 15 letters", false},
+		{"interface loopback", func(t *testing.T) string { return base + "overlay:\n  interface: lo\n" },
+			"overlay.interface", 21, "never takes over an existing one", false},
+		{"interface ethernet", func(t *testing.T) string { return base + "overlay:\n  interface: eth0\n" },
+			"overlay.interface", 21, "never takes over an existing one", false},
+		{"interface predictable ethernet", func(t *testing.T) string { return base + "overlay:\n  interface: enp0s31f6\n" },
+			"overlay.interface", 21, "never takes over an existing one", false},
+		{"backend unknown", func(t *testing.T) string { return base + "overlay:\n  backend: openvpn\n" },
+			"overlay.backend", 21, `"openvpn" is not a tunnel backend; want one of: wireguard`, false},
 		{"publicKey not base64", func(t *testing.T) string {
 			return edit(t, "endpoint: 198.51.100.1:51820\n", "endpoint: 198.51.100.1:51820\n        publicKey: not-a-key!\n")
 		}, "sites[0].gateways[0].publicKey", 10, "is not base64", false},
@@ -273,7 +281,7 @@ func TestRejections(t *testing.T) {
 		{"network id missing", func(t *testing.T) string { return edit(t, "    id: 1\n", "") },
 			"networks[0].id", 16, "has no id", false},
 		{"bridged network without ports", func(t *testing.T) string { return edit(t, "mode: routed", "mode: bridged") },
-			"sites[0].gateways[0].bridgePorts", 8, "site a is in bridged network n but its first gateway a-gw has no port for it; add bridgePorts: {n: IFACE}", true},
+			"sites[0].gateways[0].bridgePorts", 8, "site a is in bridged network n but its gateway a-gw has no port for it; add bridgePorts: {n: IFACE}", true},
 		{"unknown network mode", func(t *testing.T) string { return edit(t, "mode: routed", "mode: l3") },
 			"networks[0].mode", 18, `"l3" is not a network mode; want routed or bridged`, false},
 		{"network mode missing", func(t *testing.T) string { return edit(t, "    mode: routed\n", "") },
@@ -289,7 +297,11 @@ func TestRejections(t *testing.T) {
 
 		// Bridged networks (see bridged for the lines).
 		{"bridged: first gateway without port", func(t *testing.T) string { return bridged(t, "", "{lan: eth1}", "sites: [a, b]") },
-			"sites[0].gateways[0].bridgePorts", 8, "site a is in bridged network lan but its first gateway a-gw has no port for it", false},
+			"sites[0].gateways[0].bridgePorts", 8, "site a is in bridged network lan but its gateway a-gw has no port for it", false},
+		{"bridged: second gateway without port", func(t *testing.T) string {
+			return strings.Replace(bridged(t, "{lan: eth1}", "{lan: eth1}", "sites: [a, b]"),
+				"        bridgePorts: {lan: eth1}\n  - name: b", "        bridgePorts: {lan: eth1}\n      - name: a-gw2\n        endpoint: 198.51.100.9:51820\n  - name: b", 1)
+		}, "sites[0].gateways[1].bridgePorts", 11, "its gateway a-gw2 has no port for it (every gateway of the site needs one: any of them may become active)", false},
 		{"bridged: port for unknown network", func(t *testing.T) string {
 			return bridged(t, "{lan: eth1, wan: eth2}", "{lan: eth1}", "sites: [a, b]")
 		}, "sites[0].gateways[0].bridgePorts.wan", 10, `unknown network "wan"`, false},

@@ -4,7 +4,11 @@
 // no randomness.
 package spec
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/fednet/fednet/internal/backend"
+)
 
 // APIVersion and Kind identify a federation spec document.
 const (
@@ -62,7 +66,12 @@ type Overlay struct {
 	// UnderlayMTU is the MTU of the gateways' public path (default 1500).
 	UnderlayMTU int `yaml:"underlayMTU" json:"underlayMTU"`
 	// Interface is the WireGuard interface name on gateways (default fed0).
+	// fednet creates it and marks it as its own; it never adopts an
+	// interface it did not create.
 	Interface string `yaml:"interface" json:"interface"`
+	// Backend is the tunnel backend of every link (default wireguard; the
+	// names package backend registers are valid).
+	Backend backend.Name `yaml:"backend,omitempty" json:"backend,omitempty"`
 }
 
 // Site is one place: a VPC, a VNet, an on-prem LAN, an edge location.
@@ -124,9 +133,9 @@ type Gateway struct {
 	LANAddress netip.Addr `yaml:"lanAddress,omitempty" json:"lanAddress,omitempty"`
 	// BridgePorts maps the name of a bridged network of the site to the
 	// gateway's interface on that network's segment (e.g. {lan: eth1}); the
-	// planner enslaves it to the network's bridge. The site's first gateway
-	// needs one entry per bridged network of the site; further gateways'
-	// entries are checked but not used yet.
+	// planner enslaves it to the network's bridge. Every gateway of the
+	// site needs one entry per bridged network of the site: the site's
+	// active gateway serves its bridged networks.
 	BridgePorts map[string]string `yaml:"bridgePorts,omitempty" json:"bridgePorts,omitempty"`
 }
 
@@ -146,10 +155,11 @@ type Network struct {
 	ID int `yaml:"id" json:"id"`
 	// Mode is required: Routed joins the member sites' prefixes by routing;
 	// Bridged stretches one Ethernet segment over the member sites (VXLAN
-	// with VNI = ID between their first gateways, inside the tunnels).
+	// with VNI = ID between their active gateways, inside the tunnels).
 	Mode Mode `yaml:"mode" json:"mode"`
-	// Sites are the member sites. Every two of them need an enabled link:
-	// neither routed nor bridged traffic is relayed through a third site yet.
+	// Sites are the member sites. Every two of them need a chain of
+	// enabled links: traffic is relayed through other sites where a direct
+	// link is disabled (docs/topology.md).
 	Sites []string `yaml:"sites" json:"sites"`
 	// Subnet is, for a bridged network, the subnet stretched over its
 	// sites; optional, for humans and validation only (fednet assigns no

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/fednet/fednet/internal/backend"
 )
 
 // Limits the validator enforces.
@@ -101,10 +104,25 @@ func (c *checker) overlay() {
 		c.add("overlay.underlayMTU", "%d is out of range; want %d..65535: WireGuard takes up to %d bytes, and the tunnel must still carry %d-byte packets (default %d)",
 			m, MinUnderlayMTU, WireGuardOverhead, MinTunnelMTU, DefaultUnderlayMTU)
 	}
-	if !validInterface(o.Interface) {
+	switch {
+	case !validInterface(o.Interface):
 		c.add("overlay.interface", "%q is not a usable interface name; want 1 to 15 letters, digits, '-', '_' or '.', like %s", o.Interface, DefaultInterface)
+	case systemInterface(o.Interface):
+		c.add("overlay.interface", "%q is a name the system gives its own interfaces (loopback, Ethernet, wireless); fednet creates the tunnel interface itself and never takes over an existing one: choose a name of its own, like %s", o.Interface, DefaultInterface)
+	}
+	if _, ok := backend.Lookup(o.Backend); !ok {
+		c.add("overlay.backend", "%q is not a tunnel backend; want one of: %s (default %s)", o.Backend, backend.List(), backend.Default)
 	}
 }
+
+// systemNames match the names Linux, udev and systemd give to loopback,
+// Ethernet and wireless interfaces: an overlay interface by such a name
+// would be someone else's interface.
+var systemNames = regexp.MustCompile(`^(lo|eth[0-9]+|en[bopsx][0-9a-z]+|wl[0-9a-z]+|ww[0-9a-z]+|ib[0-9]+)$`)
+
+// systemInterface reports whether name is one the system gives its own
+// interfaces.
+func systemInterface(name string) bool { return systemNames.MatchString(name) }
 
 // validInterface reports whether s is a Linux interface name fednet accepts.
 func validInterface(s string) bool {
@@ -456,23 +474,31 @@ func (c *checker) subnet(path string, n *Network) {
 	}
 }
 
-// portsPresent requires a bridgePorts entry for bridged network n on the
-// first gateway of every member site: that gateway joins the site's
-// segment to the network. At a site whose fabric drops unknown MACs the
-// port is optional: the site's hosts join through neighbor tunnels, and
-// frames from other sites' MACs would not cross the fabric anyway.
+// portsPresent requires a bridgePorts entry for bridged network n on every
+// gateway of every member site: the site's active gateway joins the
+// site's segment to the network, and any of them may become active. At a
+// site whose fabric drops unknown MACs the port is optional: the site's
+// hosts join through neighbor tunnels, and frames from other sites' MACs
+// would not cross the fabric anyway.
 func (c *checker) portsPresent(n *Network, members []string, sites siteIndex) {
 	for _, name := range members {
 		i := sites[name]
 		s := &c.f.Sites[i]
-		if len(s.Gateways) == 0 || s.DropsUnknownMACs() {
+		if s.DropsUnknownMACs() {
 			continue
 		}
-		if _, ok := s.Gateways[0].BridgePorts[n.Name]; ok {
-			continue
+		for j := range s.Gateways {
+			g := &s.Gateways[j]
+			if _, ok := g.BridgePorts[n.Name]; ok {
+				continue
+			}
+			also := ""
+			if len(s.Gateways) > 1 {
+				also = " (every gateway of the site needs one: any of them may become active)"
+			}
+			c.add(fmt.Sprintf("sites[%d].gateways[%d].bridgePorts", i, j), "site %s is in bridged network %s but its gateway %s has no port for it%s; add bridgePorts: {%s: IFACE}, IFACE being the gateway's interface on the network's segment at this site (like eth1)",
+				s.Name, n.Name, g.Name, also, n.Name)
 		}
-		c.add(fmt.Sprintf("sites[%d].gateways[0].bridgePorts", i), "site %s is in bridged network %s but its first gateway %s has no port for it; add bridgePorts: {%s: IFACE}, IFACE being the gateway's interface on the network's segment at this site (like eth1)",
-			s.Name, n.Name, s.Gateways[0].Name, n.Name)
 	}
 }
 
