@@ -128,10 +128,10 @@ func TestRunFollowsThePlanFile(t *testing.T) {
 	go func() {
 		done <- agent.Run(ctx, agent.Config{PlanFile: path, Dataplane: fake, Reload: reload, Logf: l.logf})
 	}()
-	eventually(t, "the first apply", func() bool { return mtu(fake) == g.Interface.MTU })
+	eventually(t, "the first apply", func() bool { return mtu(fake) == g.Tunnels[0].MTU })
 
 	// A changed file is picked up by itself.
-	g.Interface.MTU = 1300
+	g.Tunnels[0].MTU = 1300
 	writePlan(t, path, g)
 	eventually(t, "the changed plan", func() bool { return mtu(fake) == 1300 })
 
@@ -146,7 +146,7 @@ func TestRunFollowsThePlanFile(t *testing.T) {
 	}
 
 	// A good file after a broken one is applied.
-	g.Interface.MTU = 1280
+	g.Tunnels[0].MTU = 1280
 	writePlan(t, path, g)
 	eventually(t, "the next plan", func() bool { return mtu(fake) == 1280 })
 
@@ -181,7 +181,7 @@ func TestRunRepairsDrift(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go agent.Run(ctx, agent.Config{PlanFile: path, Dataplane: fake, Resync: 20 * time.Millisecond})
-	eventually(t, "the first apply", func() bool { return mtu(fake) == g.Interface.MTU })
+	eventually(t, "the first apply", func() bool { return mtu(fake) == g.Tunnels[0].MTU })
 	// Someone deletes the tunnel by hand: the next resync brings it back.
 	s := fake.State()
 	s.Link, s.WireGuard, s.Routes = nil, nil, nil

@@ -80,12 +80,12 @@ func (b *bandwidth) Update(g plan.Gateway) {
 	}
 	peers := map[string]netip.Addr{}
 	for _, p := range g.Peers {
-		if a, ok := peerTransit(g, p); ok && !p.PublicKey.IsZero() {
+		if a, ok := peerTransit(g, p); ok && !p.WireGuard.PublicKey.IsZero() {
 			peers[p.Gateway] = a
 		}
 	}
 	b.peers = peers
-	local := g.Interface.Address.Addr()
+	local := g.TransitAddress()
 	if b.conn != nil && b.local == local {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/abw"
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
 )
@@ -17,9 +18,10 @@ import (
 // two gateways.
 func loopGateway(self, peer byte, peerName string) plan.Gateway {
 	var g plan.Gateway
-	g.Interface.Address = netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 0, 0, self}), 8)
-	p := plan.Peer{Gateway: peerName, AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 0, 0, peer}), 32)}}
-	p.PublicKey[0] = 1
+	g.Tunnels = []plan.Tunnel{{Backend: backend.WireGuard, Name: "fed0", Address: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 0, 0, self}), 8)}}
+	g.Firewall.Transit = g.Tunnels[0].Address.Masked()
+	p := plan.Peer{Gateway: peerName, Backend: backend.WireGuard, AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 0, 0, peer}), 32)}}
+	p.WireGuard.PublicKey[0] = 1
 	g.Peers = []plan.Peer{p}
 	return g
 }

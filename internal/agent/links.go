@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/probe"
@@ -78,7 +79,7 @@ func newLinks(ctx context.Context, logf func(string, ...any), events LinkEvents)
 // peerTransit returns the transit address of a peer: its allowed /32 that
 // lies in the gateway's transit prefix.
 func peerTransit(g plan.Gateway, p plan.Peer) (netip.Addr, bool) {
-	transit := g.Interface.Address.Masked()
+	transit := g.Firewall.Transit
 	for _, a := range p.AllowedIPs {
 		if a.IsSingleIP() && transit.Contains(a.Addr()) {
 			return a.Addr(), true
@@ -98,11 +99,11 @@ func (ls *links) Update(g plan.Gateway) {
 	if ls.closed {
 		return
 	}
-	local := g.Interface.Address.Addr()
+	local := g.TransitAddress()
 	ls.updateResponderLocked(local)
 	want := map[string]netip.Addr{}
 	for _, p := range g.Peers {
-		if p.PublicKey.IsZero() {
+		if p.WireGuard.PublicKey.IsZero() {
 			continue // not on the device
 		}
 		if a, ok := peerTransit(g, p); ok {
@@ -363,9 +364,9 @@ func (c ProbeConfig) withMetrics(m *metrics.Agent) ProbeConfig {
 // (when m has one).
 func linkStatuses(ctx context.Context, g plan.Gateway, peers PeerReader, ls *links, m *metrics.Agent, logf func(string, ...any)) []api.LinkStatus {
 	stats := map[plan.Key]PeerStats{}
-	if peers != nil && g.Interface.Name != "" {
+	if t, ok := g.Tunnel(backend.WireGuard); peers != nil && ok {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		list, err := peers.Peers(pctx, g.Interface.Name)
+		list, err := peers.Peers(pctx, t.Name)
 		cancel()
 		if err != nil {
 			logf("reading WireGuard peers: %v", err)
@@ -377,11 +378,11 @@ func linkStatuses(ctx context.Context, g plan.Gateway, peers PeerReader, ls *lin
 	now := time.Now()
 	out := []api.LinkStatus{}
 	for _, p := range g.Peers {
-		if p.PublicKey.IsZero() {
+		if p.WireGuard.PublicKey.IsZero() {
 			continue // not on the device: the dataplane skips it
 		}
-		l := api.LinkStatus{Peer: p.Gateway, PublicKey: p.PublicKey, Endpoint: p.Endpoint}
-		if s, ok := stats[p.PublicKey]; ok {
+		l := api.LinkStatus{Peer: p.Gateway, PublicKey: p.WireGuard.PublicKey, Endpoint: p.Endpoint}
+		if s, ok := stats[p.WireGuard.PublicKey]; ok {
 			if s.Endpoint != "" {
 				l.Endpoint = s.Endpoint
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/probe"
 )
@@ -15,10 +16,11 @@ import (
 // 127.0.0.0/8 is local on Linux) with one peer at peer.
 func loopPlan(name, self, peerName, peer string) plan.Gateway {
 	return plan.Gateway{
-		Name:      name,
-		Interface: plan.Interface{Name: "fed0", Address: netip.MustParsePrefix(self + "/8")},
+		Name:     name,
+		Tunnels:  []plan.Tunnel{{Backend: backend.WireGuard, Name: "fed0", Address: netip.MustParsePrefix(self + "/8")}},
+		Firewall: plan.Firewall{Transit: netip.MustParsePrefix(self + "/8").Masked()},
 		Peers: []plan.Peer{{
-			Gateway: peerName, PublicKey: plan.Key{1},
+			Gateway: peerName, Backend: backend.WireGuard, WireGuard: plan.WireGuardPeer{PublicKey: plan.Key{1}},
 			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/24"), netip.MustParsePrefix(peer + "/32")},
 		}},
 	}
@@ -138,7 +140,8 @@ func TestLinksProbeEachOther(t *testing.T) {
 
 func TestPeerTransit(t *testing.T) {
 	g := loopPlan("a", "10.255.0.1", "b", "10.255.0.2")
-	g.Interface.Address = netip.MustParsePrefix("10.255.0.1/16")
+	g.Tunnels[0].Address = netip.MustParsePrefix("10.255.0.1/16")
+	g.Firewall.Transit = netip.MustParsePrefix("10.255.0.0/16")
 	if a, ok := peerTransit(g, g.Peers[0]); !ok || a != netip.MustParseAddr("10.255.0.2") {
 		t.Errorf("peerTransit = %v, %v", a, ok)
 	}

@@ -327,7 +327,7 @@ func TestManagedFollowsSpecChanges(t *testing.T) {
 	eventually(t, "the new MTU", func() bool { return mtu(dps.last()) == 1340 })
 	eventually(t, "the cache holding the new plan", func() bool {
 		p, err := agent.LoadCachedPlan(dir)
-		return err == nil && p.Plan.Interface.MTU == 1340
+		return err == nil && p.Plan.Tunnels[0].MTU == 1340
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -279,7 +280,7 @@ func TestCalls(t *testing.T) {
 			"POST /v1/tokens":               `{"id":"t1","gateway":"a-gw","token":"fednetjoin1.xyz"}`,
 			"GET /v1/tokens":                `[{"id":"t1","gateway":"a-gw","used":true}]`,
 			"POST /v1/enroll":               `{"gateway":"a-gw","credential":"cred","observedAddress":"192.0.2.1"}`,
-			"GET /v1/gateways/a-gw/plan":    `{"generation":7,"revision":4,"plan":{"gateway":"a-gw"},"rotateKey":1}`,
+			"GET /v1/gateways/a-gw/plan":    `{"generation":7,"revision":4,"plan":{"version":2,"gateway":"a-gw","tunnels":[{"backend":"wireguard","name":"fed0"}]},"rotateKey":1}`,
 			"GET /v1/gateways":              `[{"name":"a-gw","site":"a","planGeneration":7}]`,
 			"GET /v1/gateways/a%20b":        `{"name":"a b"}`,
 			"GET /v1/sites":                 `[{"name":"a","provider":"aws","prefixes":["10.1.0.0/24"],"gateways":["a-gw"]}]`,
@@ -410,6 +411,21 @@ func is[T comparable](t *testing.T, got, want T) {
 	t.Helper()
 	if got != want {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// A plan of a newer format than this fednet knows is refused whole, with
+// an error that says to upgrade; the agent then keeps its current state.
+func TestWatchPlanRefusesNewerFormat(t *testing.T) {
+	body := fmt.Sprintf(`{"generation":7,"revision":4,"plan":{"version":%d,"gateway":"a-gw","tunnels":[{"backend":"wireguard","name":"fed0"}],"future":{}}}`, plan.Version+1)
+	srv := clienttest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}))
+	c := newClient(t, srv.URL, srv.Fingerprint())
+	_, _, err := c.WatchPlan(context.Background(), "a-gw", 0, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "upgrade fednet") {
+		t.Fatalf("WatchPlan of a newer plan format = %v, want an error saying to upgrade fednet", err)
 	}
 }
 

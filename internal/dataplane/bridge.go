@@ -192,11 +192,11 @@ func diffBridges(cur State, p plan.Gateway) ([]op, error) {
 	var apply []plan.Bridge
 	for _, b := range want {
 		wantBridge[b.Name] = b
-		for _, v := range b.VXLANs {
+		for _, v := range gatewayPorts(b) {
 			wantVXLAN[v.Name] = wantedVXLAN{b, v}
 		}
 		names := []string{b.Name}
-		for _, v := range b.VXLANs {
+		for _, v := range gatewayPorts(b) {
 			names = append(names, v.Name)
 		}
 		bad := false
@@ -260,7 +260,7 @@ func diffBridges(cur State, p plan.Gateway) ([]op, error) {
 		} else if br.Network != w.Network {
 			ops = append(ops, aliasSet{name: w.Name, network: w.Network})
 		}
-		for _, d := range w.VXLANs {
+		for _, d := range gatewayPorts(w) {
 			ops = append(ops, diffVXLAN(vxlans[d.Name], w, d)...)
 		}
 		if w.Port != "" && !slices.Contains(br.Ports, w.Port) {
@@ -272,7 +272,7 @@ func diffBridges(cur State, p plan.Gateway) ([]op, error) {
 			}
 			ops = append(ops, ls)
 		}
-		for _, d := range w.VXLANs {
+		for _, d := range gatewayPorts(w) {
 			v := vxlans[d.Name]
 			remotes := canonicalAddrs(d.Remotes)
 			var have []netip.Addr
@@ -450,7 +450,7 @@ func joinAddrs(as []netip.Addr) string {
 // field (bridges[i].vni, ...).
 func validateBridges(p plan.Gateway) []error {
 	var errs []error
-	names := map[string]string{p.Interface.Name: "interface.name"}
+	names := map[string]string{tunnelOf(p).Name: "tunnels[0].name"}
 	vnis := map[int]int{}
 	for i, b := range p.Bridges {
 		field := func(f string) string { return "bridges[" + strconv.Itoa(i) + "]." + f }

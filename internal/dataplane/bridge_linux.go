@@ -24,7 +24,7 @@ func readBridges(s *State, want []plan.Bridge) error {
 	named := map[string]bool{}
 	for _, b := range want {
 		named[b.Name] = true
-		for _, v := range b.VXLANs {
+		for _, v := range gatewayPorts(b) {
 			named[v.Name] = true
 		}
 	}

@@ -220,7 +220,7 @@ func bridgePhase(t *testing.T, phase string) {
 	lan := func(p *plan.Gateway, self, other string) {
 		p.Bridges = []plan.Bridge{{
 			Network: "lan", VNI: 100, Name: "fbr100", Port: "eth1", MTU: 1370,
-			VXLANs: []plan.VXLAN{{Name: "fvx100", Local: netip.MustParseAddr(self), Remotes: addrs(other), UDPPort: 4789, To: "members"}},
+			VXLANs: []plan.VXLAN{{Name: "fvx100", Kind: plan.ToGateways, Local: netip.MustParseAddr(self), Remotes: addrs(other), UDPPort: 4789, To: "members"}},
 		}}
 	}
 	lan(&pa, "10.255.0.1", "10.255.0.2")

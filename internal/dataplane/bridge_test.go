@@ -21,7 +21,7 @@ func bridged() plan.Gateway {
 	p := planA()
 	p.Bridges = []plan.Bridge{{
 		Network: "lan", VNI: 100, Name: "fbr100", Port: "eth1", MTU: 1370,
-		VXLANs: []plan.VXLAN{{Name: "fvx100", Local: netip.MustParseAddr("10.255.0.1"),
+		VXLANs: []plan.VXLAN{{Name: "fvx100", Kind: plan.ToGateways, Local: netip.MustParseAddr("10.255.0.1"),
 			Remotes: addrs("10.255.0.2", "10.255.0.3"), UDPPort: 4789, To: "members"}},
 	}}
 	return p
@@ -32,7 +32,7 @@ func twoBridged() plan.Gateway {
 	p := bridged()
 	p.Bridges = append(p.Bridges, plan.Bridge{
 		Network: "lab", VNI: 200, Name: "fbr200", Port: "eth2", MTU: 1370,
-		VXLANs: []plan.VXLAN{{Name: "fvx200", Local: netip.MustParseAddr("10.255.0.1"),
+		VXLANs: []plan.VXLAN{{Name: "fvx200", Kind: plan.ToGateways, Local: netip.MustParseAddr("10.255.0.1"),
 			Remotes: addrs("10.255.0.3"), UDPPort: 4789, To: "members"}},
 	})
 	return p
@@ -73,8 +73,8 @@ var bridgePlans = map[string]func() plan.Gateway{
 		p := bridged()
 		local := p.Bridges[0].VXLANs[0].Local
 		p.Bridges[0].VXLANs = []plan.VXLAN{
-			{Name: "fvx100-0", Local: local, Remotes: addrs("10.255.0.2"), UDPPort: 4790, To: "b"},
-			{Name: "fvx100-1", Local: local, Remotes: addrs("10.255.0.3"), UDPPort: 4791, To: "c"},
+			{Name: "fvx100-0", Kind: plan.ToGateways, Local: local, Remotes: addrs("10.255.0.2"), UDPPort: 4790, To: "b"},
+			{Name: "fvx100-1", Kind: plan.ToGateways, Local: local, Remotes: addrs("10.255.0.3"), UDPPort: 4791, To: "c"},
 		}
 		return p
 	},
@@ -83,8 +83,8 @@ var bridgePlans = map[string]func() plan.Gateway{
 		local := p.Bridges[0].VXLANs[0].Local
 		p.Bridges[0].Port, p.Bridges[0].Relay = "", true
 		p.Bridges[0].VXLANs = []plan.VXLAN{
-			{Name: "fvx100-0", Local: local, Remotes: addrs("10.255.0.2"), UDPPort: 4790, To: "b"},
-			{Name: "fvx100-2", Local: local, Remotes: addrs("10.255.0.4"), UDPPort: 4792, To: "d"},
+			{Name: "fvx100-0", Kind: plan.ToGateways, Local: local, Remotes: addrs("10.255.0.2"), UDPPort: 4790, To: "b"},
+			{Name: "fvx100-2", Kind: plan.ToGateways, Local: local, Remotes: addrs("10.255.0.4"), UDPPort: 4792, To: "d"},
 		}
 		return p
 	},

@@ -88,7 +88,7 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 	// device); rather than trust a prediction, read the kernel again after
 	// creating it and diff anew. The second round never recreates it.
 	for round := 0; round < 2; round++ {
-		cur, err := d.read(ctx, p.Interface.Name, p.Firewall.Table, p.Bridges)
+		cur, err := d.read(ctx, tunnelOf(p).Name, p.Firewall.Table, p.Bridges)
 		if err != nil {
 			errs = append(errs, err)
 			break
@@ -109,9 +109,9 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 			_, isAdd := o.(linkAdd)
 			_, isDel := o.(linkDel)
 			if round == 1 && (isAdd || isDel) {
-				if !unusable[p.Interface.Name] {
-					errs = append(errs, fmt.Errorf("interface %s is still not a working WireGuard interface after creating it", p.Interface.Name))
-					unusable[p.Interface.Name] = true
+				if !unusable[tunnelOf(p).Name] {
+					errs = append(errs, fmt.Errorf("interface %s is still not a working WireGuard interface after creating it", tunnelOf(p).Name))
+					unusable[tunnelOf(p).Name] = true
 				}
 				continue
 			}
@@ -123,7 +123,7 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 				errs = append(errs, err)
 				failed[o.change()] = true
 				if isAdd || isDel {
-					unusable[p.Interface.Name] = true
+					unusable[tunnelOf(p).Name] = true
 				}
 				if n := creates(o); n != "" {
 					unusable[n] = true
@@ -149,7 +149,7 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 	if rekeyed {
 		created = nil
 		for _, peer := range p.Peers {
-			created = append(created, peer.PublicKey)
+			created = append(created, peer.WireGuard.PublicKey)
 		}
 	}
 	d.initiate(p, created)
@@ -172,7 +172,7 @@ func (d *linuxDataplane) initiate(p plan.Gateway, created []plan.Key) {
 			continue
 		}
 		for _, peer := range p.Peers {
-			if peer.PublicKey != k {
+			if peer.WireGuard.PublicKey != k {
 				continue
 			}
 			for _, a := range peer.AllowedIPs {
@@ -200,7 +200,7 @@ const discardPort = 9
 func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	name := p.Interface.Name
+	name := tunnelOf(p).Name
 	if validInterfaceName(name) != nil {
 		name = ""
 	}
@@ -643,7 +643,7 @@ func resolveEndpoints(ctx context.Context, p plan.Gateway) (plan.Gateway, error)
 	peers := slices.Clone(p.Peers)
 	var errs []error
 	for i, peer := range peers {
-		if peer.Endpoint == "" || peer.PublicKey.IsZero() {
+		if peer.Endpoint == "" || peer.WireGuard.PublicKey.IsZero() {
 			continue
 		}
 		ep, err := resolveEndpoint(ctx, peer.Endpoint)

@@ -19,6 +19,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
 	"github.com/fednet/fednet/internal/plan"
 )
@@ -545,16 +546,16 @@ func twoGatewayPlans(ka, kb plan.Key) (plan.Gateway, plan.Gateway) {
 		other := 3 - n
 		return plan.Gateway{
 			Federation: "demo", Name: self, Site: "site-" + self,
-			Interface: plan.Interface{Name: "fed0", ListenPort: 51820, Address: netip.MustParsePrefix(fmt.Sprintf("10.255.0.%d/16", n)), MTU: 1420},
+			Tunnels: []plan.Tunnel{{Backend: backend.WireGuard, Name: "fed0", ListenPort: 51820, Address: netip.MustParsePrefix(fmt.Sprintf("10.255.0.%d/16", n)), MTU: 1420}},
 			Peers: []plan.Peer{{
-				Gateway: peer, Site: "site-" + peer, PublicKey: peerPub,
+				Gateway: peer, Site: "site-" + peer, Backend: backend.WireGuard, WireGuard: plan.WireGuardPeer{PublicKey: peerPub},
 				Endpoint:   fmt.Sprintf("192.168.77.%d:51820", other),
 				AllowedIPs: pfx(fmt.Sprintf("10.%d.0.0/24", other), fmt.Sprintf("10.255.0.%d/32", other)),
 			}},
 			Routes:     routes(fmt.Sprintf("10.%d.0.0/24", other)),
 			Forwarding: true,
 			Firewall: plan.Firewall{
-				Table: "fednet", Tunnel: "fed0", ListenPort: 51820,
+				Table: "fednet", Tunnels: []string{"fed0"}, Public: []backend.Port{{Protocol: backend.UDP, Port: 51820}},
 				Local:   pfx(fmt.Sprintf("10.%d.0.0/24", n)),
 				Transit: netip.MustParsePrefix("10.255.0.0/16"),
 				Flows:   flows(fmt.Sprintf("10.%d.0.0/24", n), fmt.Sprintf("10.%d.0.0/24", other)),

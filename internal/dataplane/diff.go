@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -190,7 +191,8 @@ func diff(cur State, p plan.Gateway, o options) ([]op, error) {
 	if err := validatePlan(p); err != nil {
 		return nil, err
 	}
-	name := p.Interface.Name
+	tun := tunnelOf(p)
+	name := tun.Name
 	var ops []op
 
 	if p.Firewall.Table != "" {
@@ -217,7 +219,7 @@ func diff(cur State, p plan.Gateway, o options) ([]op, error) {
 	}
 
 	ds := deviceSet{name: name, listenPort: -1, privateKey: dev.PublicKey != o.publicKey}
-	if port := p.Interface.ListenPort; port != 0 && dev.ListenPort != port {
+	if port := tun.ListenPort; port != 0 && dev.ListenPort != port {
 		ds.listenPort = port
 	}
 	if ds.privateKey || ds.listenPort >= 0 {
@@ -225,14 +227,14 @@ func diff(cur State, p plan.Gateway, o options) ([]op, error) {
 	}
 
 	ls := linkSet{name: name, up: !link.Up}
-	if mtu := p.Interface.MTU; mtu != 0 && link.MTU != mtu {
+	if mtu := tun.MTU; mtu != 0 && link.MTU != mtu {
 		ls.mtu = mtu
 	}
 	if ls.up || ls.mtu != 0 {
 		ops = append(ops, ls)
 	}
 
-	want := p.Interface.Address
+	want := tun.Address
 	var kept []netip.Prefix
 	for _, a := range link.Addresses {
 		if a != want {
@@ -273,8 +275,8 @@ func diffPeers(dev string, have []PeerState, want []plan.Peer) []op {
 	}
 	wanted := map[plan.Key]bool{}
 	for _, w := range want {
-		if !w.PublicKey.IsZero() {
-			wanted[w.PublicKey] = true
+		if !w.WireGuard.PublicKey.IsZero() {
+			wanted[w.WireGuard.PublicKey] = true
 		}
 	}
 	var removed []plan.Key
@@ -289,30 +291,31 @@ func diffPeers(dev string, have []PeerState, want []plan.Peer) []op {
 	}
 	done := map[plan.Key]bool{}
 	for _, w := range want {
-		if w.PublicKey.IsZero() || done[w.PublicKey] {
+		key := w.WireGuard.PublicKey
+		if key.IsZero() || done[key] {
 			continue
 		}
-		done[w.PublicKey] = true
+		done[key] = true
 		allowed := canonicalPrefixes(w.AllowedIPs)
-		h, ok := current[w.PublicKey]
+		h, ok := current[key]
 		if !ok {
 			ops = append(ops, peerSet{
-				dev: dev, key: w.PublicKey, create: true,
+				dev: dev, key: key, create: true,
 				endpoint:      w.Endpoint,
 				setAllowedIPs: true, allowedIPs: allowed,
-				setKeepalive: w.PersistentKeepalive != 0, keepalive: w.PersistentKeepalive,
+				setKeepalive: w.WireGuard.PersistentKeepalive != 0, keepalive: w.WireGuard.PersistentKeepalive,
 			})
 			continue
 		}
-		ps := peerSet{dev: dev, key: w.PublicKey}
+		ps := peerSet{dev: dev, key: key}
 		if w.Endpoint != "" && w.Endpoint != h.Endpoint {
 			ps.endpoint = w.Endpoint
 		}
 		if !slices.Equal(allowed, canonicalPrefixes(h.AllowedIPs)) {
 			ps.setAllowedIPs, ps.allowedIPs = true, allowed
 		}
-		if w.PersistentKeepalive != h.PersistentKeepalive {
-			ps.setKeepalive, ps.keepalive = true, w.PersistentKeepalive
+		if k := w.WireGuard.PersistentKeepalive; k != h.PersistentKeepalive {
+			ps.setKeepalive, ps.keepalive = true, k
 		}
 		if ps.endpoint != "" || ps.setAllowedIPs || ps.setKeepalive {
 			ops = append(ops, ps)
@@ -327,7 +330,7 @@ func diffRoutes(have []RouteState, p plan.Gateway) []op {
 	for _, r := range p.Routes {
 		rs := RouteState{Destination: r.Destination.Masked(), Device: r.Device}
 		if rs.Device == "" {
-			rs.Device = p.Interface.Name
+			rs.Device = tunnelOf(p).Name
 		}
 		if _, dup := want[rs.Destination]; dup {
 			continue
@@ -418,14 +421,18 @@ func (m Mode) kind() string {
 // validatePlan reports what in p cannot be applied, naming the field.
 func validatePlan(p plan.Gateway) error {
 	var errs []error
-	if err := validInterfaceName(p.Interface.Name); err != nil {
-		errs = append(errs, fmt.Errorf("interface.name: %w", err))
+	if len(p.Tunnels) != 1 || p.Tunnels[0].Backend != backend.WireGuard {
+		errs = append(errs, fmt.Errorf("tunnels: want one tunnel of backend %s; this fednet has no other", backend.WireGuard))
 	}
-	if port := p.Interface.ListenPort; port < 0 || port > 65535 {
-		errs = append(errs, fmt.Errorf("interface.listenPort %d is out of range 0-65535", port))
+	tun := tunnelOf(p)
+	if err := validInterfaceName(tun.Name); err != nil {
+		errs = append(errs, fmt.Errorf("tunnels[0].name: %w", err))
 	}
-	if mtu := p.Interface.MTU; mtu != 0 && (mtu < 576 || mtu > 65535) {
-		errs = append(errs, fmt.Errorf("interface.mtu %d is out of range 576-65535", mtu))
+	if port := tun.ListenPort; port < 0 || port > 65535 {
+		errs = append(errs, fmt.Errorf("tunnels[0].listenPort %d is out of range 0-65535", port))
+	}
+	if mtu := tun.MTU; mtu != 0 && (mtu < 576 || mtu > 65535) {
+		errs = append(errs, fmt.Errorf("tunnels[0].mtu %d is out of range 576-65535", mtu))
 	}
 	for _, peer := range p.Peers {
 		for _, a := range peer.AllowedIPs {
@@ -433,8 +440,8 @@ func validatePlan(p plan.Gateway) error {
 				errs = append(errs, fmt.Errorf("peer %s: an allowed IP is not a valid prefix", peer.Gateway))
 			}
 		}
-		if peer.PersistentKeepalive < 0 || peer.PersistentKeepalive > 65535 {
-			errs = append(errs, fmt.Errorf("peer %s: persistentKeepalive %d is out of range 0-65535", peer.Gateway, peer.PersistentKeepalive))
+		if k := peer.WireGuard.PersistentKeepalive; k < 0 || k > 65535 {
+			errs = append(errs, fmt.Errorf("peer %s: persistentKeepalive %d is out of range 0-65535", peer.Gateway, k))
 		}
 	}
 	for _, r := range p.Routes {
@@ -459,6 +466,21 @@ func validatePlan(p plan.Gateway) error {
 	}
 	return nil
 }
+
+// tunnelOf is the plan's tunnel (validatePlan requires exactly one), or the
+// zero Tunnel.
+func tunnelOf(p plan.Gateway) plan.Tunnel {
+	if len(p.Tunnels) == 0 {
+		return plan.Tunnel{}
+	}
+	return p.Tunnels[0]
+}
+
+// gatewayPorts are the VXLAN ports of b that lead to other gateways.
+func gatewayPorts(b plan.Bridge) []plan.VXLAN { return b.Ports(plan.ToGateways) }
+
+// hostPorts are the neighbor tunnels of b.
+func hostPorts(b plan.Bridge) []plan.VXLAN { return b.Ports(plan.ToHost) }
 
 func validInterfaceName(name string) error {
 	switch {

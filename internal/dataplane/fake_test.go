@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -254,8 +255,8 @@ func TestFakePrivateKeyAndPort(t *testing.T) {
 		t.Errorf("changes:\n%swant:\n%s", got, want)
 	}
 	p := planA()
-	p.Interface.ListenPort = 51821
-	p.Firewall.ListenPort = 51821
+	p.Tunnels[0].ListenPort = 51821
+	p.Firewall.Public = []backend.Port{{Protocol: backend.UDP, Port: 51821}}
 	got := render(mustApply(t, f, p))
 	if !strings.Contains(got, "wg set fed0 listen-port 51821\n") || !strings.HasPrefix(got, "nft replace table inet fednet") {
 		t.Errorf("changes:\n%s", got)
@@ -268,10 +269,11 @@ func TestValidatePlan(t *testing.T) {
 		change func(*plan.Gateway)
 		want   string
 	}{
-		{"no interface", func(p *plan.Gateway) { p.Interface.Name = "" }, "interface.name"},
-		{"long interface", func(p *plan.Gateway) { p.Interface.Name = "fednet-interface0" }, "longer than 15"},
-		{"port", func(p *plan.Gateway) { p.Interface.ListenPort = 70000 }, "interface.listenPort"},
-		{"mtu", func(p *plan.Gateway) { p.Interface.MTU = 100 }, "interface.mtu"},
+		{"no interface", func(p *plan.Gateway) { p.Tunnels[0].Name = "" }, "tunnels[0].name"},
+		{"long interface", func(p *plan.Gateway) { p.Tunnels[0].Name = "fednet-interface0" }, "longer than 15"},
+		{"port", func(p *plan.Gateway) { p.Tunnels[0].ListenPort = 70000 }, "tunnels[0].listenPort"},
+		{"mtu", func(p *plan.Gateway) { p.Tunnels[0].MTU = 100 }, "tunnels[0].mtu"},
+		{"no tunnel", func(p *plan.Gateway) { p.Tunnels = nil }, "want one tunnel of backend wireguard"},
 		{"route", func(p *plan.Gateway) { p.Routes = append(p.Routes, plan.Route{Device: "fed0"}) }, "routes"},
 		{"table", func(p *plan.Gateway) { p.Firewall.Table = "fed net" }, "table name"},
 		{"flow", func(p *plan.Gateway) {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -194,7 +195,7 @@ func (m mssAbove) text() string  { return fmt.Sprintf("tcp option maxseg size > 
 // buildRuleset turns a plan's firewall into the ruleset. fw must have passed
 // validateFirewall.
 func buildRuleset(fw plan.Firewall) ruleset {
-	tunnel := fw.Tunnel
+	tunnel := fw.Tunnels[0]
 	input := chain{name: chainInput, hook: "input", policy: "drop"}
 	add := func(c *chain, verdict string, ms ...match) {
 		c.rules = append(c.rules, rule{matches: ms, verdict: verdict})
@@ -214,8 +215,8 @@ func buildRuleset(fw plan.Firewall) ruleset {
 		add(&input, "accept", ifName{name: tunnel, negate: true}, addr{prefix: netip.PrefixFrom(n.Address.Unmap(), n.Address.Unmap().BitLen())}, udpDport{n.Port})
 		add(&input, "drop", udpDport{n.Port})
 	}
-	if fw.ListenPort != 0 {
-		add(&input, "accept", udpDport{fw.ListenPort})
+	for _, p := range fw.Public {
+		add(&input, "accept", udpDport{p.Port})
 	}
 	if fw.Transit.IsValid() {
 		add(&input, "accept", ifName{name: tunnel}, addr{prefix: fw.Transit.Masked()})
@@ -346,11 +347,24 @@ func validateFirewall(fw plan.Firewall) error {
 	if !validTableName(fw.Table) {
 		errs = append(errs, fmt.Sprintf("table name %q is not valid: use letters, digits, - and _ (up to 64)", fw.Table))
 	}
-	if err := validInterfaceName(fw.Tunnel); err != nil {
-		errs = append(errs, "tunnel: "+err.Error())
+	if len(fw.Tunnels) != 1 {
+		errs = append(errs, fmt.Sprintf("tunnels: %d tunnel interfaces; this fednet renders one", len(fw.Tunnels)))
 	}
-	if fw.ListenPort < 0 || fw.ListenPort > 65535 {
-		errs = append(errs, fmt.Sprintf("listen port %d is out of range 0-65535", fw.ListenPort))
+	for _, t := range fw.Tunnels {
+		if err := validInterfaceName(t); err != nil {
+			errs = append(errs, "tunnel: "+err.Error())
+		}
+	}
+	ports := map[int]bool{}
+	for _, p := range fw.Public {
+		switch {
+		case p.Protocol != backend.UDP:
+			errs = append(errs, fmt.Sprintf("public: protocol %s: this fednet opens UDP ports only", p.Protocol))
+		case p.Port < 1 || p.Port > 65535:
+			errs = append(errs, fmt.Sprintf("public: port %d is out of range 1-65535", p.Port))
+		default:
+			ports[p.Port] = true
+		}
 	}
 	for _, p := range fw.TunnelPorts {
 		if p < 1 || p > 65535 {
@@ -370,7 +384,6 @@ func validateFirewall(fw plan.Firewall) error {
 			errs = append(errs, "a remote prefix is not valid")
 		}
 	}
-	ports := map[int]bool{fw.ListenPort: true}
 	for _, n := range fw.Neighbors {
 		switch {
 		case !n.Address.IsValid():

@@ -74,8 +74,8 @@ func TestFirewallPassesLinkProbes(t *testing.T) {
 		t.Fatalf("%d plans", len(plans))
 	}
 	self, other := plans[0], plans[1]
-	local := self.Interface.Address.Addr()
-	remote := other.Interface.Address.Addr()
+	local := self.Tunnels[0].Address.Addr()
+	remote := other.Tunnels[0].Address.Addr()
 	input := buildRuleset(self.Firewall).chains[0]
 	if input.name != chainInput {
 		t.Fatalf("first chain is %s", input.name)
@@ -85,10 +85,10 @@ func TestFirewallPassesLinkProbes(t *testing.T) {
 		p    packet
 		want string
 	}{
-		{"probe request through the tunnel", packet{iif: self.Interface.Name, src: remote, dst: local, udpDport: probe.Port, ctState: "new"}, "accept"},
-		{"probe reply through the tunnel", packet{iif: self.Interface.Name, src: remote, dst: local, udpDport: 40000, ctState: "established"}, "accept"},
+		{"probe request through the tunnel", packet{iif: self.Tunnels[0].Name, src: remote, dst: local, udpDport: probe.Port, ctState: "new"}, "accept"},
+		{"probe reply through the tunnel", packet{iif: self.Tunnels[0].Name, src: remote, dst: local, udpDport: 40000, ctState: "established"}, "accept"},
 		{"probe request in clear", packet{iif: "eth0", src: remote, dst: local, udpDport: probe.Port, ctState: "new"}, "drop"},
-		{"probe from a site address through the tunnel", packet{iif: self.Interface.Name, src: netip.MustParseAddr("10.2.0.5"), dst: local, udpDport: probe.Port, ctState: "new"}, "drop"},
+		{"probe from a site address through the tunnel", packet{iif: self.Tunnels[0].Name, src: netip.MustParseAddr("10.2.0.5"), dst: local, udpDport: probe.Port, ctState: "new"}, "drop"},
 	} {
 		if got := input.verdict(tc.p); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
@@ -107,7 +107,7 @@ func TestFirewallVXLANFromTunnelOnly(t *testing.T) {
 	if len(self.Firewall.TunnelPorts) != 1 || self.Firewall.TunnelPorts[0] != plan.VXLANPort {
 		t.Fatalf("tunnel-only ports %v, want [%d]", self.Firewall.TunnelPorts, plan.VXLANPort)
 	}
-	local, remote := self.Interface.Address.Addr(), other.Interface.Address.Addr()
+	local, remote := self.Tunnels[0].Address.Addr(), other.Tunnels[0].Address.Addr()
 	lanHost := self.Firewall.Local[0].Addr().Next()
 	lanAddr := self.Firewall.Local[0].Addr().Next().Next()
 	input := buildRuleset(self.Firewall).chains[0]
@@ -116,7 +116,7 @@ func TestFirewallVXLANFromTunnelOnly(t *testing.T) {
 		p    packet
 		want string
 	}{
-		{"VXLAN through the tunnel", packet{iif: self.Interface.Name, src: remote, dst: local, udpDport: plan.VXLANPort, ctState: "new"}, "accept"},
+		{"VXLAN through the tunnel", packet{iif: self.Tunnels[0].Name, src: remote, dst: local, udpDport: plan.VXLANPort, ctState: "new"}, "accept"},
 		{"VXLAN from the LAN", packet{iif: "b1", src: lanHost, dst: local, udpDport: plan.VXLANPort, ctState: "new", fibOK: true}, "drop"},
 		{"VXLAN from the LAN to the LAN address", packet{iif: "eth1", src: lanHost, dst: lanAddr, udpDport: plan.VXLANPort, ctState: "new", fibOK: true}, "drop"},
 		{"VXLAN from the public side", packet{iif: "eth0", src: netip.MustParseAddr("203.0.113.99"), dst: local, udpDport: plan.VXLANPort, ctState: "new"}, "drop"},

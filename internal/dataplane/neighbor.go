@@ -110,7 +110,7 @@ func (o nbDel) link() string { return "" }
 
 // wantedNeighbor is a neighbor tunnel of the plan with its bridge.
 type wantedNeighbor struct {
-	plan.Neighbor
+	neighborPort
 	network, bridge string
 	vni, mtu        int
 }
@@ -135,12 +135,12 @@ func diffNeighbors(cur State, p plan.Gateway) ([]op, error) {
 		if foreign[b.Name] {
 			continue
 		}
-		for _, n := range b.Neighbors {
+		for _, n := range neighborPorts(b) {
 			if foreign[n.VXLAN] {
 				errs = append(errs, fmt.Errorf("network %s: neighbor %s: interface %s exists and is not fednet's (no alias %s...): fednet does not touch it; delete or rename it", b.Network, n.Host, n.VXLAN, NeighborAliasPrefix))
 				continue
 			}
-			want[n.VXLAN] = wantedNeighbor{Neighbor: n, network: b.Network, bridge: b.Name, vni: b.VNI, mtu: b.MTU}
+			want[n.VXLAN] = wantedNeighbor{neighborPort: n, network: b.Network, bridge: b.Name, vni: b.VNI, mtu: b.MTU}
 			order = append(order, n.VXLAN)
 		}
 	}
@@ -222,54 +222,43 @@ func (s *State) applyNeighbor(o op) bool {
 	return true
 }
 
-// validateNeighbors reports what in p's neighbor tunnels cannot be applied,
-// naming the field.
+// validateNeighbors reports what in p's neighbor tunnels cannot be applied
+// beyond what validateBridges checks of every VXLAN port, naming the field.
 func validateNeighbors(p plan.Gateway) []error {
 	var errs []error
-	names := map[string]string{p.Interface.Name: "interface.name"}
-	ports := map[int]string{}
 	for i, b := range p.Bridges {
-		names[b.Name] = fmt.Sprintf("bridges[%d].name", i)
-		if b.Port != "" {
-			names[b.Port] = fmt.Sprintf("bridges[%d].port", i)
-		}
 		for j, v := range b.VXLANs {
-			names[v.Name] = fmt.Sprintf("bridges[%d].vxlans[%d].name", i, j)
-			ports[v.UDPPort] = fmt.Sprintf("bridges[%d].vxlans[%d].udpPort", i, j)
-		}
-	}
-	for i, b := range p.Bridges {
-		for j, n := range b.Neighbors {
-			field := fmt.Sprintf("bridges[%d].neighbors[%d].", i, j)
-			fail := func(f, format string, args ...any) {
-				errs = append(errs, fmt.Errorf("network %q: neighbor %q: %s%s %s", b.Network, n.Host, field, f, fmt.Sprintf(format, args...)))
+			if v.Kind != plan.ToHost {
+				continue
 			}
-			if n.Host == "" || strings.ContainsAny(n.Host, "/ ") {
-				fail("host", "%q is empty or has / or a space", n.Host)
+			field := fmt.Sprintf("bridges[%d].vxlans[%d].", i, j)
+			if v.To == "" || strings.ContainsAny(v.To, "/ ") {
+				errs = append(errs, fmt.Errorf("network %q: %sto: host name %q is empty or has / or a space", b.Network, field, v.To))
 			}
-			if err := validInterfaceName(n.VXLAN); err != nil {
-				fail("vxlan", "is not valid: %v", err)
-			} else if prev, dup := names[n.VXLAN]; dup {
-				fail("vxlan", "%s: interface %s is also %s", n.VXLAN, n.VXLAN, prev)
-			} else {
-				names[n.VXLAN] = field + "vxlan"
-			}
-			switch {
-			case !n.Local.IsValid() || !n.Remote.IsValid():
-				fail("local", "and remote must be valid addresses (%s, %s)", n.Local, n.Remote)
-			case n.Local.Unmap().Is4() != n.Remote.Unmap().Is4():
-				fail("remote", "%s is not of the local address's family (%s)", n.Remote, n.Local)
-			case n.Local.Unmap() == n.Remote.Unmap():
-				fail("remote", "%s is the local address", n.Remote)
-			}
-			if n.UDPPort < 1 || n.UDPPort > 65535 {
-				fail("udpPort", "%d is out of range 1-65535", n.UDPPort)
-			} else if prev, dup := ports[n.UDPPort]; dup {
-				fail("udpPort", "%d is also %s: Linux allows one VXLAN device per VNI and port", n.UDPPort, prev)
-			} else {
-				ports[n.UDPPort] = field + "udpPort"
+			if len(v.Remotes) != 1 {
+				errs = append(errs, fmt.Errorf("network %q: neighbor %q: %sremotes: %d addresses, want the host's one", b.Network, v.To, field, len(v.Remotes)))
 			}
 		}
 	}
 	return errs
+}
+
+// neighborPort is a neighbor tunnel of a plan: a VXLAN port of kind
+// plan.ToHost.
+type neighborPort struct {
+	Host, VXLAN   string
+	Local, Remote netip.Addr
+	UDPPort       int
+}
+
+// neighborPorts are the neighbor tunnels of b (validateNeighbors has
+// checked each has one remote).
+func neighborPorts(b plan.Bridge) []neighborPort {
+	var out []neighborPort
+	for _, v := range hostPorts(b) {
+		if len(v.Remotes) == 1 {
+			out = append(out, neighborPort{Host: v.To, VXLAN: v.Name, Local: v.Local, Remote: v.Remotes[0], UDPPort: v.UDPPort})
+		}
+	}
+	return out
 }

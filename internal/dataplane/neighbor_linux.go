@@ -24,7 +24,7 @@ func readNeighbors(s *State, want []plan.Bridge) error {
 	}
 	named := map[string]bool{}
 	for _, b := range want {
-		for _, n := range b.Neighbors {
+		for _, n := range neighborPorts(b) {
 			named[n.VXLAN] = true
 		}
 	}

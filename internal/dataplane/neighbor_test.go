@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,10 +18,10 @@ import (
 // whose fabric drops unknown MACs.
 func withNeighbors() plan.Gateway {
 	p := bridged()
-	p.Bridges[0].Neighbors = []plan.Neighbor{
-		{Host: "web1", VXLAN: "fnb0", Local: netip.MustParseAddr("10.1.0.254"), Remote: netip.MustParseAddr("10.1.0.10"), UDPPort: 4790},
-		{Host: "db1", VXLAN: "fnb3", Local: netip.MustParseAddr("10.1.0.254"), Remote: netip.MustParseAddr("10.1.0.11"), UDPPort: 4793},
-	}
+	p.Bridges[0].VXLANs = append(p.Bridges[0].VXLANs,
+		plan.VXLAN{Name: "fnb0", Kind: plan.ToHost, Local: netip.MustParseAddr("10.1.0.254"), UDPPort: 4790, Remotes: []netip.Addr{netip.MustParseAddr("10.1.0.10")}, To: "web1"},
+		plan.VXLAN{Name: "fnb3", Kind: plan.ToHost, Local: netip.MustParseAddr("10.1.0.254"), UDPPort: 4793, Remotes: []netip.Addr{netip.MustParseAddr("10.1.0.11")}, To: "db1"},
+	)
 	p.Firewall.Neighbors = []plan.NeighborRule{{Address: netip.MustParseAddr("10.1.0.10"), Port: 4790}, {Address: netip.MustParseAddr("10.1.0.11"), Port: 4793}}
 	return p
 }
@@ -35,22 +36,35 @@ var neighborPlans = map[string]func() plan.Gateway{
 	},
 	"3-host-moves": func() plan.Gateway { // web1's address changes: its device is recreated
 		p := withNeighbors()
-		p.Bridges[0].Neighbors[0].Remote = netip.MustParseAddr("10.1.0.20")
+		nb(&p, 0).Remotes = []netip.Addr{netip.MustParseAddr("10.1.0.20")}
 		p.Firewall.Neighbors[0].Address = netip.MustParseAddr("10.1.0.20")
 		return p
 	},
 	"4-one-leaves": func() plan.Gateway {
 		p := withNeighbors()
-		p.Bridges[0].Neighbors = p.Bridges[0].Neighbors[1:]
+		p.Bridges[0].VXLANs = slices.DeleteFunc(p.Bridges[0].VXLANs, func(v plan.VXLAN) bool { return v.Name == "fnb0" })
 		p.Firewall.Neighbors = p.Firewall.Neighbors[1:]
 		return p
 	},
 	"5-slot-reused": func() plan.Gateway { // another host takes slot 0: alias changes
 		p := withNeighbors()
-		p.Bridges[0].Neighbors[0].Host = "web2"
+		nb(&p, 0).To = "web2"
 		return p
 	},
 	"6-no-bridge": planA,
+}
+
+// nb is the i-th neighbor tunnel of p's first bridge.
+func nb(p *plan.Gateway, i int) *plan.VXLAN {
+	for j := range p.Bridges[0].VXLANs {
+		if p.Bridges[0].VXLANs[j].Kind == plan.ToHost {
+			if i == 0 {
+				return &p.Bridges[0].VXLANs[j]
+			}
+			i--
+		}
+	}
+	panic("no such neighbor tunnel")
 }
 
 func TestFakeNeighborTransitions(t *testing.T) {
@@ -125,15 +139,15 @@ func TestNeighborPlanRejected(t *testing.T) {
 		edit func(p *plan.Gateway)
 		msg  string
 	}{
-		{"port of the bridge", func(p *plan.Gateway) { p.Bridges[0].Neighbors[0].UDPPort = 4789 },
-			"bridges[0].neighbors[0].udpPort 4789 is also bridges[0].vxlans[0].udpPort"},
-		{"same port twice", func(p *plan.Gateway) { p.Bridges[0].Neighbors[1].UDPPort = 4790 },
-			"bridges[0].neighbors[1].udpPort 4790 is also bridges[0].neighbors[0].udpPort"},
-		{"name of the bridge", func(p *plan.Gateway) { p.Bridges[0].Neighbors[0].VXLAN = "fbr100" },
-			"bridges[0].neighbors[0].vxlan fbr100: interface fbr100 is also bridges[0].name"},
-		{"family", func(p *plan.Gateway) { p.Bridges[0].Neighbors[0].Remote = netip.MustParseAddr("fd00::1") },
-			"bridges[0].neighbors[0].remote fd00::1 is not of the local address's family"},
-		{"host", func(p *plan.Gateway) { p.Bridges[0].Neighbors[0].Host = "" }, "bridges[0].neighbors[0].host"},
+		{"port of the bridge", func(p *plan.Gateway) { nb(p, 0).UDPPort = 4789 },
+			"bridges[0].vxlans[1].udpPort 4789 is also the port of vxlans[0]"},
+		{"same port twice", func(p *plan.Gateway) { nb(p, 1).UDPPort = 4790 },
+			"bridges[0].vxlans[2].udpPort 4790 is also the port of vxlans[1]"},
+		{"name of the bridge", func(p *plan.Gateway) { nb(p, 0).Name = "fbr100" },
+			"bridges[0].vxlans[1].name fbr100: interface fbr100 is also bridges[0].name"},
+		{"family", func(p *plan.Gateway) { nb(p, 0).Remotes = []netip.Addr{netip.MustParseAddr("fd00::1")} },
+			"bridges[0].vxlans[1].remotes fd00::1 is not of the local address's family"},
+		{"host", func(p *plan.Gateway) { nb(p, 0).To = "" }, "bridges[0].vxlans[1].to"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -77,16 +78,16 @@ func flows(pairs ...string) []plan.Flow {
 func planA() plan.Gateway {
 	return plan.Gateway{
 		Federation: "demo", Name: "a", Site: "site-a",
-		Interface: plan.Interface{Name: "fed0", ListenPort: 51820, Address: netip.MustParsePrefix("10.255.0.1/16"), MTU: 1420},
+		Tunnels: []plan.Tunnel{{Backend: backend.WireGuard, Name: "fed0", ListenPort: 51820, Address: netip.MustParsePrefix("10.255.0.1/16"), MTU: 1420}},
 		Peers: []plan.Peer{
-			{Gateway: "b", Site: "site-b", PublicKey: keyB, Endpoint: "192.0.2.2:51820", AllowedIPs: pfx("10.2.0.0/24", "10.255.0.2/32")},
-			{Gateway: "c", Site: "site-c", PublicKey: keyC, Endpoint: "192.0.2.3:51820", AllowedIPs: pfx("10.3.0.0/24", "10.255.0.3/32")},
-			{Gateway: "d", Site: "site-d", AllowedIPs: pfx("10.4.0.0/24", "10.255.0.4/32")},
+			{Gateway: "b", Site: "site-b", Backend: backend.WireGuard, WireGuard: plan.WireGuardPeer{PublicKey: keyB}, Endpoint: "192.0.2.2:51820", AllowedIPs: pfx("10.2.0.0/24", "10.255.0.2/32")},
+			{Gateway: "c", Site: "site-c", Backend: backend.WireGuard, WireGuard: plan.WireGuardPeer{PublicKey: keyC}, Endpoint: "192.0.2.3:51820", AllowedIPs: pfx("10.3.0.0/24", "10.255.0.3/32")},
+			{Gateway: "d", Site: "site-d", Backend: backend.WireGuard, AllowedIPs: pfx("10.4.0.0/24", "10.255.0.4/32")},
 		},
 		Routes:     routes("10.2.0.0/24", "10.3.0.0/24"),
 		Forwarding: true,
 		Firewall: plan.Firewall{
-			Table: "fednet", Tunnel: "fed0", ListenPort: 51820,
+			Table: "fednet", Tunnels: []string{"fed0"}, Public: []backend.Port{{Protocol: backend.UDP, Port: 51820}},
 			Local:   pfx("10.1.0.0/24"),
 			Remote:  pfx("10.2.0.0/24", "10.3.0.0/24", "10.4.0.0/24"),
 			Transit: netip.MustParsePrefix("10.255.0.0/16"),
@@ -100,10 +101,10 @@ func planA() plan.Gateway {
 // gets its key; MTU and MSS drop.
 func planB() plan.Gateway {
 	p := planA()
-	p.Interface.MTU = 1380
+	p.Tunnels[0].MTU = 1380
 	p.Peers = []plan.Peer{
-		{Gateway: "b", Site: "site-b", PublicKey: keyB, Endpoint: "192.0.2.2:51820", AllowedIPs: pfx("10.2.0.0/24", "10.2.1.0/24", "10.255.0.2/32")},
-		{Gateway: "d", Site: "site-d", PublicKey: keyD, AllowedIPs: pfx("10.4.0.0/24", "10.255.0.4/32"), PersistentKeepalive: 25},
+		{Gateway: "b", Site: "site-b", Backend: backend.WireGuard, WireGuard: plan.WireGuardPeer{PublicKey: keyB}, Endpoint: "192.0.2.2:51820", AllowedIPs: pfx("10.2.0.0/24", "10.2.1.0/24", "10.255.0.2/32")},
+		{Gateway: "d", Site: "site-d", Backend: backend.WireGuard, WireGuard: plan.WireGuardPeer{PublicKey: keyD, PersistentKeepalive: 25}, AllowedIPs: pfx("10.4.0.0/24", "10.255.0.4/32")},
 	}
 	p.Routes = routes("10.2.0.0/24", "10.2.1.0/24", "10.4.0.0/24")
 	p.Firewall.Flows = flows("10.1.0.0/24", "10.2.0.0/24", "10.1.0.0/24", "10.2.1.0/24", "10.1.0.0/24", "10.4.0.0/24")
@@ -116,10 +117,10 @@ func planB() plan.Gateway {
 // wanted (and stays on).
 func planC() plan.Gateway {
 	p := planA()
-	p.Interface.Address = netip.MustParsePrefix("10.255.0.11/16")
+	p.Tunnels[0].Address = netip.MustParsePrefix("10.255.0.11/16")
 	p.Peers = []plan.Peer{
-		{Gateway: "b", Site: "site-b", PublicKey: keyB, Endpoint: "198.51.100.2:51820", AllowedIPs: pfx("10.2.0.0/24", "10.2.1.0/24", "10.255.0.2/32"), PersistentKeepalive: 25},
-		{Gateway: "c", Site: "site-c", PublicKey: keyC, Endpoint: "192.0.2.3:51820", AllowedIPs: pfx("10.3.0.0/24", "10.255.0.3/32")},
+		{Gateway: "b", Site: "site-b", Backend: backend.WireGuard, WireGuard: plan.WireGuardPeer{PublicKey: keyB, PersistentKeepalive: 25}, Endpoint: "198.51.100.2:51820", AllowedIPs: pfx("10.2.0.0/24", "10.2.1.0/24", "10.255.0.2/32")},
+		{Gateway: "c", Site: "site-c", Backend: backend.WireGuard, WireGuard: plan.WireGuardPeer{PublicKey: keyC}, Endpoint: "192.0.2.3:51820", AllowedIPs: pfx("10.3.0.0/24", "10.255.0.3/32")},
 	}
 	p.Routes = routes("10.2.0.0/24", "10.2.1.0/24", "10.3.0.0/24")
 	p.Forwarding = false

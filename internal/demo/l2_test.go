@@ -440,7 +440,7 @@ func TestMTUBoundary(t *testing.T) {
 		t.Fatalf("%s: want one bridge in the plan, have %+v", gwA, pa.Bridges)
 	}
 	br := pa.Bridges[0]
-	t.Logf("tunnel MTU %d (%s); network lan MTU %d (%s); MSS %d", pa.Interface.MTU, pa.Interface.MTUReason, br.MTU, br.MTUReason, pa.Firewall.MSS)
+	t.Logf("tunnel MTU %d (%s); network lan MTU %d (%s); MSS %d", pa.Tunnels[0].MTU, pa.Tunnels[0].MTUReason, br.MTU, br.MTUReason, pa.Firewall.MSS)
 
 	t.Run("interfaces", func(t *testing.T) {
 		devs := []string{spec.DefaultInterface, br.Name}
@@ -450,7 +450,7 @@ func TestMTUBoundary(t *testing.T) {
 		for _, dev := range devs {
 			want := br.MTU
 			if dev == spec.DefaultInterface {
-				want = pa.Interface.MTU
+				want = pa.Tunnels[0].MTU
 			}
 			if got := linkMTU(t, ctx, gwA, dev); got != want {
 				t.Errorf("%s %s: MTU %d, the plan says %d", gwA, dev, got, want)
@@ -466,7 +466,7 @@ func TestMTUBoundary(t *testing.T) {
 		}
 	})
 
-	routedMTU := min(pa.Interface.MTU, pb.Interface.MTU)
+	routedMTU := min(pa.Tunnels[0].MTU, pb.Tunnels[0].MTU)
 	cases := []struct {
 		name     string
 		from, to *lab.Node

@@ -135,10 +135,11 @@ func TestNeighborTunnels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Plan.Bridges) != 1 || len(resp.Plan.Bridges[0].Neighbors) != 1 {
+	if len(resp.Plan.Bridges) != 1 || len(resp.Plan.Bridges[0].Ports(plan.ToHost)) != 1 {
 		t.Fatalf("plan of %s: bridges %+v, want one with one neighbor tunnel", resp.Plan.Name, resp.Plan.Bridges)
 	}
 	br := resp.Plan.Bridges[0]
+	tunnel := br.Ports(plan.ToHost)[0]
 	if !strings.Contains(br.MTUReason, "neighbor tunnels at "+dropSite) {
 		t.Errorf("the network MTU has no neighbor-tunnel term: %s", br.MTUReason)
 	}
@@ -179,7 +180,7 @@ func TestNeighborTunnels(t *testing.T) {
 	a4[3]++
 	forged := netip.PrefixFrom(netip.AddrFrom4(a4), subnet.Bits())
 	if _, err := intruder.Run(ctx, "sh", "-c", "ip link add "+device+" type vxlan id "+strconv.Itoa(br.VNI)+
-		" local "+intruder.LAN.Addr().String()+" remote "+br.Neighbors[0].Local.String()+" dstport "+strconv.Itoa(br.Neighbors[0].UDPPort)+
+		" local "+intruder.LAN.Addr().String()+" remote "+tunnel.Local.String()+" dstport "+strconv.Itoa(tunnel.UDPPort)+
 		" && ip address add "+forged.String()+" dev "+device+" && ip link set "+device+" up"); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestNeighborTunnels(t *testing.T) {
 	gw := l.Gateway(f.Sites[0].Gateways[0].Name)
 	poll(t, "the gateway's end of the tunnel to go", 20*time.Second, func() bool {
 		out, err := gw.Run(ctx, "ip", "-o", "link", "show", "type", "vxlan")
-		return err == nil && !strings.Contains(out, br.Neighbors[0].VXLAN+":")
+		return err == nil && !strings.Contains(out, tunnel.Name+":")
 	})
 	if hosts, err := m.Admin.Hosts(ctx); err != nil || len(hosts) != 0 {
 		t.Errorf("hosts after leaving = %v, %v; want none", hosts, err)

@@ -283,7 +283,7 @@ func randomKey(t *testing.T) plan.Key {
 func peerKey(p plan.Gateway, peer string) (plan.Key, bool) {
 	for _, pe := range p.Peers {
 		if pe.Gateway == peer {
-			return pe.PublicKey, true
+			return pe.WireGuard.PublicKey, true
 		}
 	}
 	return plan.Key{}, false

@@ -67,10 +67,10 @@ func TestHostsJoinWatchLeave(t *testing.T) {
 		t.Errorf("web1's tunnel = %+v, want %+v with the network's MTU", web.Tunnel, want)
 	}
 	p := h.plan("aws-gw").Plan
-	if n := p.Bridges[0].Neighbors; len(n) != 2 || n[0].Host != "web1" || n[1].Host != "db1" || len(p.Firewall.Neighbors) != 2 {
+	if n := p.Bridges[0].Ports(plan.ToHost); len(n) != 2 || n[0].To != "web1" || n[1].To != "db1" || len(p.Firewall.Neighbors) != 2 {
 		t.Errorf("aws-gw's plan: neighbors %+v, firewall %+v", n, p.Firewall.Neighbors)
 	}
-	if n := h.plan("azure-gw").Plan.Bridges[0].Neighbors; len(n) != 0 {
+	if n := h.plan("azure-gw").Plan.Bridges[0].Ports(plan.ToHost); len(n) != 0 {
 		t.Errorf("azure-gw has neighbor tunnels %+v", n)
 	}
 
@@ -101,7 +101,7 @@ func TestHostsJoinWatchLeave(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the watch did not answer after db1 left")
 	}
-	if n := h.plan("aws-gw").Plan.Bridges[0].Neighbors; len(n) != 1 {
+	if n := h.plan("aws-gw").Plan.Bridges[0].Ports(plan.ToHost); len(n) != 1 {
 		t.Errorf("after db1 left aws-gw has %+v", n)
 	}
 	// db1's credential is gone; web1 may not watch db1's tunnel.
@@ -125,7 +125,7 @@ func TestHostsJoinWatchLeave(t *testing.T) {
 	}
 	// Hosts survive a restart.
 	h.restart()
-	if n := h.plan("aws-gw").Plan.Bridges[0].Neighbors; len(n) != 2 {
+	if n := h.plan("aws-gw").Plan.Bridges[0].Ports(plan.ToHost); len(n) != 2 {
 		t.Errorf("after a restart aws-gw has %+v", n)
 	}
 }

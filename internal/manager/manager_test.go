@@ -205,7 +205,7 @@ func TestSpecRevisionsAndDryRun(t *testing.T) {
 	if !dry.DryRun || !dry.Changed || dry.Revision != 2 || len(dry.Affected) != 3 {
 		t.Errorf("dry run: %+v", dry)
 	}
-	for _, want := range []string{"--- aws-gw (revision 1)", "+++ aws-gw (revision 2)", "-  interface fed0 address 10.255.", "mtu 1440", "mtu 1340", "azure-gw", "onprem-gw"} {
+	for _, want := range []string{"--- aws-gw (revision 1)", "+++ aws-gw (revision 2)", "-  interface fed0 (wireguard) address 10.255.", "mtu 1440", "mtu 1340", "azure-gw", "onprem-gw"} {
 		if !strings.Contains(dry.Diff, want) {
 			t.Errorf("dry-run diff lacks %q:\n%s", want, dry.Diff)
 		}
@@ -224,8 +224,8 @@ func TestSpecRevisionsAndDryRun(t *testing.T) {
 	if r2.Revision != 2 || !r2.Changed || r2.Diff != dry.Diff {
 		t.Errorf("second put: revision %d changed %v, diff equal to the dry run's: %v", r2.Revision, r2.Changed, r2.Diff == dry.Diff)
 	}
-	if p := h.plan("aws-gw"); p.Revision != 2 || p.Plan.Interface.MTU != 1340 || p.Generation <= gen {
-		t.Errorf("plan after put: revision %d mtu %d generation %d (was %d)", p.Revision, p.Plan.Interface.MTU, p.Generation, gen)
+	if p := h.plan("aws-gw"); p.Revision != 2 || p.Plan.Tunnels[0].MTU != 1340 || p.Generation <= gen {
+		t.Errorf("plan after put: revision %d mtu %d generation %d (was %d)", p.Revision, p.Plan.Tunnels[0].MTU, p.Generation, gen)
 	}
 	var revs []api.Revision
 	h.ok(req{method: "GET", path: api.PathRevisions}, &revs)

@@ -10,6 +10,7 @@ import (
 
 	openapi "github.com/fednet/fednet/api"
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -146,9 +147,9 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"EnrollRequest": api.EnrollRequest{}, "EnrollResponse": api.EnrollResponse{}, "PlanResponse": api.PlanResponse{},
 		"KeyRequest": api.KeyRequest{}, "StatusReport": api.StatusReport{}, "LinkStatus": api.LinkStatus{}, "LinkProbe": api.LinkProbe{}, "LinkEgress": api.LinkEgress{},
 		"Gateway": api.Gateway{}, "Site": api.Site{}, "Link": api.Link{}, "Network": api.Network{}, "Overview": api.Overview{},
-		"Plan": plan.Gateway{}, "PlanInterface": plan.Interface{}, "PlanPeer": plan.Peer{}, "PlanRoute": plan.Route{},
-		"PlanFirewall": plan.Firewall{}, "PlanFlow": plan.Flow{}, "PlanBridge": plan.Bridge{},
-		"PlanNeighbor": plan.Neighbor{}, "HostJoinRequest": api.HostJoinRequest{}, "HostTunnelResponse": api.HostTunnelResponse{},
+		"Plan": plan.Gateway{}, "PlanTunnel": plan.Tunnel{}, "PlanPeer": plan.Peer{}, "PlanWireGuardPeer": plan.WireGuardPeer{}, "PlanRoute": plan.Route{},
+		"PlanFirewall": plan.Firewall{}, "PlanPublicPort": backend.Port{}, "PlanFlow": plan.Flow{}, "PlanBridge": plan.Bridge{}, "PlanVXLAN": plan.VXLAN{},
+		"PlanBounds": plan.Bounds{}, "HostJoinRequest": api.HostJoinRequest{}, "HostTunnelResponse": api.HostTunnelResponse{},
 		"HostTunnel": plan.HostTunnel{}, "Host": api.Host{}, "PlanNeighborRule": plan.NeighborRule{},
 		"BandwidthRequest": api.BandwidthRequest{}, "Measurement": api.Measurement{}, "BandwidthResult": api.BandwidthResult{},
 	}

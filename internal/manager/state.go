@@ -98,7 +98,10 @@ func (m *Manager) load(ctx context.Context) error {
 	for _, p := range plans {
 		g, err := plan.Decode(p.JSON)
 		if err != nil {
-			return fmt.Errorf("loading state: plan of %s: %w", p.Gateway, err)
+			// A plan of an older format (written before an upgrade) is
+			// computed again below and served at a new generation.
+			m.cfg.Logf("stored plan of %s is not readable (%v); computing it again", p.Gateway, err)
+			continue
 		}
 		st.plans[p.Gateway] = planEntry{Plan: p, plan: g}
 	}

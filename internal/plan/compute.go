@@ -3,13 +3,17 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/spec"
 )
 
-// Inputs are what the planner needs beyond the spec.
+// Inputs are what the planner needs beyond the spec. The zero Inputs plan
+// the spec as written: every gateway with the key the spec gives, the
+// first gateway of each site active, every enabled link up.
 type Inputs struct {
 	// PublicKeys by gateway name; a key here wins over the spec's publicKey.
 	PublicKeys map[string]Key
@@ -17,8 +21,73 @@ type Inputs struct {
 	// appear in no other gateway's plan, though the spec still lists them.
 	Removed map[string]bool
 	// Hosts joined bridged networks through neighbor tunnels (see
-	// neighbors.go); they appear in their site's first gateway's plan.
+	// neighbors.go); they appear in their site's active gateway's plan.
 	Hosts []Host
+	// Active names, by site, the gateway that carries the site's traffic:
+	// remote gateways route the site's prefixes to it, and it alone joins
+	// the site's bridged networks. A site that is not listed, or whose
+	// named gateway is not one of its own, is removed or is down, has its
+	// first gateway that is neither removed nor down active.
+	Active map[string]string
+	// Down names gateways that failed (machine, uplink or data plane).
+	// They keep their plans and their tunnels (the other gateways still
+	// list them as peers, so they come back at once), but are never
+	// active. A site whose gateways are all down or removed is cut off:
+	// no gateway routes to it or relays through it.
+	Down map[string]bool
+	// LinksDown names links between sites that are down: routed traffic
+	// and bridged frames take other paths of enabled links where there
+	// are any. The tunnels stay configured, so the link comes back when
+	// this says so.
+	LinksDown map[SitePair]bool
+}
+
+// SitePair names the link between two sites; A sorts before B (use
+// Pair).
+type SitePair struct{ A, B string }
+
+// Pair returns the SitePair of the link between sites a and b.
+func Pair(a, b string) SitePair {
+	if b < a {
+		a, b = b, a
+	}
+	return SitePair{a, b}
+}
+
+// WithGatewayDown returns a copy of in in which gateway name is down: the
+// inputs of "the plan if gateway name fails". in is not changed.
+func (in Inputs) WithGatewayDown(name string) Inputs {
+	out := in
+	out.Down = maps.Clone(in.Down)
+	if out.Down == nil {
+		out.Down = map[string]bool{}
+	}
+	out.Down[name] = true
+	return out
+}
+
+// WithLinkDown returns a copy of in in which the link between sites a and
+// b is down. in is not changed.
+func (in Inputs) WithLinkDown(a, b string) Inputs {
+	out := in
+	out.LinksDown = maps.Clone(in.LinksDown)
+	if out.LinksDown == nil {
+		out.LinksDown = map[SitePair]bool{}
+	}
+	out.LinksDown[Pair(a, b)] = true
+	return out
+}
+
+// WithActive returns a copy of in in which gateway name is the active
+// gateway of site. in is not changed.
+func (in Inputs) WithActive(site, name string) Inputs {
+	out := in
+	out.Active = maps.Clone(in.Active)
+	if out.Active == nil {
+		out.Active = map[string]string{}
+	}
+	out.Active[site] = name
+	return out
 }
 
 // Table is the name of the nftables table fednet owns on every gateway.
@@ -29,14 +98,98 @@ const Table = "fednet"
 // up) open.
 const KeepaliveNAT = 25
 
-// Encapsulation overheads in bytes.
+// Encapsulation overheads in bytes; a backend's own are in package
+// backend.
 const (
-	wireGuardOverhead = 32 // 16-byte data header + 16-byte Poly1305 tag
-	udpHeader         = 8
-	ipv4Header        = 20
-	ipv6Header        = 40
-	tcpHeader         = 20
+	udpHeader  = 8
+	ipv4Header = 20
+	ipv6Header = 40
+	tcpHeader  = 20
 )
+
+// view is a federation as the planner sees it under some Inputs: which
+// gateways are usable, which one is active at each site, which links are
+// up.
+type view struct {
+	f  *spec.Federation
+	in Inputs
+	// active maps a site name to its active gateway; sites without one
+	// (all gateways removed or down) are absent.
+	active map[string]*spec.Gateway
+	// up are the names of the sites with an active gateway, sorted, and
+	// isUp the same as a set.
+	up   []string
+	isUp map[string]bool
+}
+
+func newView(f *spec.Federation, in Inputs) view {
+	v := view{f: f, in: in, active: map[string]*spec.Gateway{}, isUp: map[string]bool{}}
+	for si := range f.Sites {
+		s := &f.Sites[si]
+		if _, dup := v.active[s.Name]; dup {
+			continue
+		}
+		var first, named *spec.Gateway
+		for gi := range s.Gateways {
+			g := &s.Gateways[gi]
+			if in.Removed[g.Name] || in.Down[g.Name] {
+				continue
+			}
+			if first == nil {
+				first = g
+			}
+			if g.Name == in.Active[s.Name] {
+				named = g
+			}
+		}
+		if named != nil {
+			first = named
+		}
+		if first != nil {
+			v.active[s.Name] = first
+			v.up = append(v.up, s.Name)
+			v.isUp[s.Name] = true
+		}
+	}
+	slices.Sort(v.up)
+	return v
+}
+
+// specView is the federation as the spec writes it, whether or not its
+// sites have gateways: every site and every enabled link up. NetworkTree
+// sees it so.
+func specView(f *spec.Federation) view {
+	v := newView(f, Inputs{})
+	v.up = siteNames(f)
+	for _, s := range v.up {
+		v.isUp[s] = true
+	}
+	return v
+}
+
+// siteUp reports whether site s is up: it has an active gateway.
+func (v view) siteUp(s string) bool { return v.isUp[s] }
+
+// linkUp reports whether the link between sites a and b carries traffic:
+// enabled in the spec, not down, and both sites up.
+func (v view) linkUp(a, b string) bool {
+	return a != b && v.siteUp(a) && v.siteUp(b) && v.f.LinkEnabled(a, b) && !v.in.LinksDown[Pair(a, b)]
+}
+
+// isActive reports whether g is the active gateway of its site s.
+func (v view) isActive(s string, g *spec.Gateway) bool { return v.active[s] == g }
+
+// backendOf is the tunnel backend of the link between sites a and b.
+func (v view) backendOf(a, b string) backend.Name { return overlayBackend(v.f) }
+
+// overlayBackend is the federation's tunnel backend (spec.Parse fills in
+// the default; a Federation built by hand may leave it out).
+func overlayBackend(f *spec.Federation) backend.Name {
+	if f.Overlay.Backend == "" {
+		return backend.Default
+	}
+	return f.Overlay.Backend
+}
 
 // Compute returns the plan of every gateway of f, sorted by gateway name.
 // f must have passed spec.Parse (defaults filled, validated); Compute
@@ -46,19 +199,19 @@ func Compute(f *spec.Federation, in Inputs) ([]Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := computeRouting(f, in.Removed)
-	colors := edgeColors(f)
+	v := newView(f, in)
+	rt := computeRouting(v)
+	colors := edgeColors(v)
 	var out []Gateway
 	for si := range f.Sites {
 		for gi := range f.Sites[si].Gateways {
 			if in.Removed[f.Sites[si].Gateways[gi].Name] {
 				continue
 			}
-			g, err := gatewayPlan(f, keys, in.Removed, rt, colors, si, gi)
+			g, err := gatewayPlan(planArgs{v: v, keys: keys, rt: rt, colors: colors, site: &f.Sites[si], self: &f.Sites[si].Gateways[gi]})
 			if err != nil {
 				return nil, err
 			}
-			addNeighbors(f, in.Hosts, si, &g)
 			out = append(out, g)
 		}
 	}
@@ -66,7 +219,10 @@ func Compute(f *spec.Federation, in Inputs) ([]Gateway, error) {
 	return out, nil
 }
 
-// ForGateway returns the plan of the named gateway.
+// ForGateway returns the plan of the named gateway. The plan of a gateway
+// under a failure is ForGateway with the failure in the inputs
+// (Inputs.WithGatewayDown, Inputs.WithLinkDown): an agent computes it
+// itself, without the manager.
 func ForGateway(f *spec.Federation, in Inputs, name string) (Gateway, error) {
 	all, err := Compute(f, in)
 	if err != nil {
@@ -105,67 +261,123 @@ func publicKeys(f *spec.Federation, in Inputs) (map[string]Key, error) {
 	return keys, nil
 }
 
-func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]bool, rt routing, colors map[Edge]int, si, gi int) (g Gateway, err error) {
-	site := f.Sites[si]
-	self := site.Gateways[gi]
+// planArgs are what gatewayPlan needs: the federation seen under the
+// inputs, the keys, the relay plan and the relay links' numbers, and the
+// gateway to plan with its site.
+type planArgs struct {
+	v      view
+	keys   map[string]Key
+	rt     routing
+	colors map[Edge]int
+	site   *spec.Site
+	self   *spec.Gateway
+}
+
+func gatewayPlan(a planArgs) (g Gateway, err error) {
+	f, site, self := a.v.f, a.site, a.self
 	if !self.TransitAddress.IsValid() {
 		return Gateway{}, fmt.Errorf("gateway %s has no transit address; was the spec parsed with spec.Parse?", self.Name)
 	}
 	ov := f.Overlay
 	g = Gateway{
+		Version:    Version,
 		Federation: f.Name,
 		Name:       self.Name,
 		Site:       site.Name,
-		Interface: Interface{
-			Name:       ov.Interface,
-			ListenPort: ov.ListenPort,
-			Address:    netip.PrefixFrom(self.TransitAddress, ov.Transit.Bits()),
-		},
-		Peers:  []Peer{},
-		Routes: []Route{},
+		Peers:      []Peer{},
+		Routes:     []Route{},
 		Firewall: Firewall{
-			Table:      Table,
-			Tunnel:     ov.Interface,
-			ListenPort: ov.ListenPort,
-			Local:      sortedPrefixes(site.Prefixes),
-			Remote:     remotePrefixes(f, si),
-			Transit:    ov.Transit.Masked(),
-			Flows:      []Flow{},
+			Table:   Table,
+			Local:   sortedPrefixes(site.Prefixes),
+			Remote:  remotePrefixes(f, site.Name),
+			Transit: ov.Transit.Masked(),
+			Flows:   []Flow{},
 		},
+		Bounds: Bounds{Supernet: ov.Supernet.Masked(), Transit: ov.Transit.Masked()},
+	}
+	for _, port := range self.BridgePorts {
+		g.Bounds.Ports = append(g.Bounds.Ports, port)
+	}
+	slices.Sort(g.Bounds.Ports)
+	g.Bounds.Ports = slices.Compact(g.Bounds.Ports)
+
+	// The tunnels: one per backend of the gateway's links, and the
+	// federation's backend even without links, so the gateway has its
+	// transit address.
+	backends := []backend.Name{overlayBackend(f)}
+	for _, remote := range f.Sites {
+		if remote.Name != site.Name && f.LinkEnabled(site.Name, remote.Name) {
+			backends = append(backends, a.v.backendOf(site.Name, remote.Name))
+		}
+	}
+	slices.Sort(backends)
+	backends = slices.Compact(backends)
+	for i, b := range backends {
+		info, ok := backend.Lookup(b)
+		if !ok {
+			return Gateway{}, fmt.Errorf("gateway %s: tunnel backend %q is not known to this fednet (known: %s)", self.Name, b, backend.List())
+		}
+		t := Tunnel{Backend: b, Name: ov.Interface, ListenPort: ov.ListenPort}
+		if i > 0 {
+			return Gateway{}, fmt.Errorf("gateway %s: links of backends %s and %s: one backend per gateway is supported", self.Name, backends[0], b)
+		}
+		t.Address = netip.PrefixFrom(self.TransitAddress, ov.Transit.Bits())
+		t.MTU, t.MTUReason = tunnelMTUOf(a.v, site, self, b)
+		g.Tunnels = append(g.Tunnels, t)
+		g.Firewall.Tunnels = append(g.Firewall.Tunnels, t.Name)
+		g.Firewall.Public = append(g.Firewall.Public, info.Public(t.ListenPort)...)
+	}
+	slices.Sort(g.Firewall.Tunnels)
+	slices.SortFunc(g.Firewall.Public, func(x, y backend.Port) int {
+		if c := cmp.Compare(x.Protocol, y.Protocol); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Port, y.Port)
+	})
+	device := func(b backend.Name) string {
+		t, _ := g.Tunnel(b)
+		return t.Name
 	}
 
-	// Each destination site's prefixes go to the first gateway of the next
-	// site on the way (the site itself when the link is direct): WireGuard
-	// routes each prefix to exactly one peer. Further gateways carry their
-	// transit address until failover is planned.
+	// Each destination site's prefixes go to the active gateway of the next
+	// site on the way (the site itself when the link is direct): a tunnel
+	// routes each prefix to exactly one peer. The other gateways of a site
+	// carry their transit address only, so their tunnels stay up and a
+	// failover moves the prefixes alone.
 	via := map[string][]netip.Prefix{}
-	for dst, next := range rt.next[site.Name] {
+	for dst, next := range a.rt.next[site.Name] {
 		if d, ok := f.Site(dst); ok {
 			via[next] = append(via[next], d.Prefixes...)
 		}
 	}
-	for ti, remote := range f.Sites {
-		if ti == si || !f.LinkEnabled(site.Name, remote.Name) {
+	for ri := range f.Sites {
+		remote := &f.Sites[ri]
+		if remote.Name == site.Name || !f.LinkEnabled(site.Name, remote.Name) {
 			continue
 		}
-		for hi, h := range remote.Gateways {
-			if removed[h.Name] {
+		b := a.v.backendOf(site.Name, remote.Name)
+		for hi := range remote.Gateways {
+			h := &remote.Gateways[hi]
+			if a.v.in.Removed[h.Name] {
 				continue
 			}
 			p := Peer{
 				Gateway:    h.Name,
 				Site:       remote.Name,
-				PublicKey:  keys[h.Name],
+				Backend:    b,
 				Endpoint:   h.Endpoint,
 				AllowedIPs: []netip.Prefix{netip.PrefixFrom(h.TransitAddress, h.TransitAddress.BitLen())},
 			}
-			if self.BehindNAT || h.BehindNAT {
-				p.PersistentKeepalive = KeepaliveNAT
+			if b == backend.WireGuard {
+				p.WireGuard.PublicKey = a.keys[h.Name]
+				if self.BehindNAT || h.BehindNAT {
+					p.WireGuard.PersistentKeepalive = KeepaliveNAT
+				}
 			}
-			if hi == 0 {
+			if a.v.isActive(remote.Name, h) {
 				for _, pfx := range sortedPrefixes(via[remote.Name]) {
 					p.AllowedIPs = append(p.AllowedIPs, pfx)
-					g.Routes = append(g.Routes, Route{Destination: pfx, Device: ov.Interface, Via: h.Name})
+					g.Routes = append(g.Routes, Route{Destination: pfx, Device: device(b), Via: h.Name})
 				}
 			}
 			slices.SortFunc(p.AllowedIPs, comparePrefix)
@@ -185,16 +397,17 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 			}
 		}
 	}
-	for ti, remote := range f.Sites {
-		if _, routed := rt.next[site.Name][remote.Name]; ti == si || !routed {
+	for ti := range f.Sites {
+		remote := &f.Sites[ti]
+		if _, routed := a.rt.next[site.Name][remote.Name]; remote.Name == site.Name || !routed {
 			continue
 		}
 		if shared := sharedRoutedNetworks(f, site.Name, remote.Name); len(shared) > 0 {
-			allow(&f.Sites[si], &f.Sites[ti], shared)
-			allow(&f.Sites[ti], &f.Sites[si], shared)
+			allow(site, remote, shared)
+			allow(remote, site, shared)
 		}
 	}
-	for _, p := range rt.relayed[site.Name] {
+	for _, p := range a.rt.relayed[site.Name] {
 		from, _ := f.Site(p.from)
 		to, _ := f.Site(p.to)
 		allow(from, to, p.networks)
@@ -212,27 +425,35 @@ func gatewayPlan(f *spec.Federation, keys map[string]Key, removed map[string]boo
 	})
 	g.Forwarding = len(g.Routes) > 0
 
-	g.Interface.MTU, g.Interface.MTUReason = gatewayTunnelMTU(f, removed, si, gi)
-	g.Firewall.MSS = g.Interface.MTU - ipv4Header - tcpHeader
-	if gi == 0 {
-		g.Bridges, err = bridges(f, removed, colors, si)
+	mtu := 0
+	for _, t := range g.Tunnels {
+		if mtu == 0 || t.MTU < mtu {
+			mtu = t.MTU
+		}
+	}
+	g.Firewall.MSS = mtu - ipv4Header - tcpHeader
+	if a.v.isActive(site.Name, self) {
+		g.Bridges, err = bridges(a.v, a.colors, site)
 		if err != nil {
 			return Gateway{}, err
 		}
+		addNeighbors(a.v, site, &g)
 	}
 	g.Firewall.TunnelPorts = tunnelPorts(g.Bridges)
 	return g, nil
 }
 
-// tunnelPorts are the UDP ports of the VXLAN devices to other gateways,
+// tunnelPorts are the UDP ports of the VXLAN ports to other gateways,
 // sorted. A Linux VXLAN device listens on every address of the machine, so
 // without a rule a machine on the site's LAN could send frames into a
-// bridged network; these ports take packets from the tunnel only.
+// bridged network; these ports take packets from the tunnels only.
 func tunnelPorts(bridges []Bridge) []int {
 	var ports []int
 	for _, b := range bridges {
 		for _, v := range b.VXLANs {
-			ports = append(ports, v.UDPPort)
+			if v.Kind == ToGateways {
+				ports = append(ports, v.UDPPort)
+			}
 		}
 	}
 	slices.Sort(ports)
@@ -251,23 +472,23 @@ const RelayPortBase = NeighborPortBase + MaxNeighborSlots
 // ports RelayPortBase... and the two digits of a device name's suffix.
 const maxRelayPorts = 100
 
-// bridges returns the bridges of the first gateway of f.Sites[si], one per
+// bridges returns the bridges of the active gateway of site, one per
 // bridged network the site is a member of or relays for, sorted by VNI.
-// Only first gateways join bridged networks, as only they carry routed
+// Only active gateways join bridged networks, as only they carry routed
 // prefixes.
 //
-// When every two member sites have a link, the bridge has one VXLAN device
-// that replicates frames to the first gateway of every other member. Else
-// the frames follow the network's relay tree (NetworkTree): one device per
-// tree neighbor, on the port of that tree link, and the Linux bridge
-// forwards between them (it never sends a frame back out of the port it
-// came in by, and a tree has no loop, so no frame is seen twice). Every
-// gateway of a network gets the same MTU, from the smallest tunnel MTU
-// among the sites that carry it: an Ethernet segment needs one MTU.
-func bridges(f *spec.Federation, removed map[string]bool, colors map[Edge]int, si int) ([]Bridge, error) {
-	site := f.Sites[si]
-	self := site.Gateways[0]
-	up := func(s *spec.Site) bool { return len(s.Gateways) > 0 && !removed[s.Gateways[0].Name] }
+// When every two member sites have a link that is up, the bridge has one
+// VXLAN port that replicates frames to the active gateway of every other
+// member. Else the frames follow the network's relay tree (over the links
+// that are up): one port per tree neighbor, on the port of that tree link,
+// and the Linux bridge forwards between them (it never sends a frame back
+// out of the port it came in by, and a tree has no loop, so no frame is
+// seen twice). Every gateway of a network gets the same MTU, from the
+// smallest tunnel MTU among the sites that carry it: an Ethernet segment
+// needs one MTU.
+func bridges(v view, colors map[Edge]int, site *spec.Site) ([]Bridge, error) {
+	f := v.f
+	self := v.active[site.Name]
 	var out []Bridge
 	for _, n := range f.Networks {
 		if n.Mode != spec.Bridged {
@@ -275,14 +496,14 @@ func bridges(f *spec.Federation, removed map[string]bool, colors map[Edge]int, s
 		}
 		var members []string
 		for _, s := range f.Sites {
-			if slices.Contains(n.Sites, s.Name) && up(&s) {
+			if slices.Contains(n.Sites, s.Name) && v.siteUp(s.Name) {
 				members = append(members, s.Name)
 			}
 		}
 		mesh := true
 		for i, a := range members {
 			for _, b := range members[i+1:] {
-				mesh = mesh && f.LinkEnabled(a, b)
+				mesh = mesh && v.linkUp(a, b)
 			}
 		}
 		var carriers []string // the sites whose tunnel MTU bounds the network's
@@ -293,16 +514,16 @@ func bridges(f *spec.Federation, removed map[string]bool, colors map[Edge]int, s
 				continue
 			}
 			carriers = members
-			v := VXLAN{Name: fmt.Sprintf("fvx%d", n.ID), Local: self.TransitAddress, UDPPort: VXLANPort, Remotes: []netip.Addr{}, To: "members"}
+			x := VXLAN{Name: fmt.Sprintf("fvx%d", n.ID), Kind: ToGateways, Local: self.TransitAddress, UDPPort: VXLANPort, Remotes: []netip.Addr{}, To: "members"}
 			for _, m := range members {
-				if s, _ := f.Site(m); m != site.Name {
-					v.Remotes = append(v.Remotes, s.Gateways[0].TransitAddress)
+				if m != site.Name {
+					x.Remotes = append(x.Remotes, v.active[m].TransitAddress)
 				}
 			}
-			slices.SortFunc(v.Remotes, netip.Addr.Compare)
-			tunnels = append(tunnels, v)
+			slices.SortFunc(x.Remotes, netip.Addr.Compare)
+			tunnels = append(tunnels, x)
 		} else {
-			t, err := NetworkTree(f, n.Name)
+			t, err := networkTree(v, n.Name, site.Name)
 			if err != nil {
 				return nil, err
 			}
@@ -315,31 +536,29 @@ func bridges(f *spec.Federation, removed map[string]bool, colors map[Edge]int, s
 				if e.A != site.Name && e.B != site.Name {
 					continue
 				}
-				nb, _ := f.Site(other(e, site.Name))
-				if !up(nb) {
-					continue // a removed gateway cuts the tree until the spec changes
-				}
+				nb := other(e, site.Name)
 				c := colors[Edge{A: e.A, B: e.B}]
 				if c >= maxRelayPorts {
 					return nil, fmt.Errorf("network %s: site %s has more than %d relay tree links; fednet numbers at most %d per site", n.Name, site.Name, maxRelayPorts, maxRelayPorts)
 				}
 				tunnels = append(tunnels, VXLAN{
-					Name: fmt.Sprintf("fvx%d-%d", n.ID, c), Local: self.TransitAddress, UDPPort: RelayPortBase + c,
-					Remotes: []netip.Addr{nb.Gateways[0].TransitAddress}, To: nb.Name,
+					Name: fmt.Sprintf("fvx%d-%d", n.ID, c), Kind: ToGateways, Local: self.TransitAddress, UDPPort: RelayPortBase + c,
+					Remotes: []netip.Addr{v.active[nb].TransitAddress}, To: nb,
 				})
 			}
 			slices.SortFunc(tunnels, func(a, b VXLAN) int { return cmp.Compare(a.Name, b.Name) })
 		}
 		tunnel := 0
 		var segs []Segment
-		for ti, s := range f.Sites {
-			if !slices.Contains(carriers, s.Name) || !up(&s) {
+		for ti := range f.Sites {
+			s := &f.Sites[ti]
+			if !slices.Contains(carriers, s.Name) || !v.siteUp(s.Name) {
 				continue
 			}
 			if slices.Contains(members, s.Name) {
-				segs = append(segs, Segment{Site: s.Name, Neighbors: neighborFamily(&f.Sites[ti])})
+				segs = append(segs, Segment{Site: s.Name, Neighbors: neighborFamily(v, s)})
 			}
-			if mtu, _ := gatewayTunnelMTU(f, removed, ti, 0); tunnel == 0 || mtu < tunnel {
+			if mtu := minTunnelMTU(v, s, v.active[s.Name]); tunnel == 0 || mtu < tunnel {
 				tunnel = mtu
 			}
 		}
@@ -360,37 +579,57 @@ func bridges(f *spec.Federation, removed map[string]bool, colors map[Edge]int, s
 	return out, nil
 }
 
-// gatewayTunnelMTU is the MTU of the WireGuard interface of gateway gi of
-// f.Sites[si]: the underlay less WireGuard with the outer header of its
-// worst link (IPv6 if any enabled link to a gateway not removed may run over
-// IPv6).
-func gatewayTunnelMTU(f *spec.Federation, removed map[string]bool, si, gi int) (int, string) {
-	site := f.Sites[si]
-	self := site.Gateways[gi]
+// minTunnelMTU is the smallest MTU among the tunnels of gateway self of
+// site s.
+func minTunnelMTU(v view, s *spec.Site, self *spec.Gateway) int {
+	mtu := 0
+	seen := map[backend.Name]bool{overlayBackend(v.f): true}
+	for _, r := range v.f.Sites {
+		if r.Name != s.Name && v.f.LinkEnabled(s.Name, r.Name) {
+			seen[v.backendOf(s.Name, r.Name)] = true
+		}
+	}
+	for b := range seen {
+		if m, _ := tunnelMTUOf(v, s, self, b); mtu == 0 || m < mtu {
+			mtu = m
+		}
+	}
+	return mtu
+}
+
+// tunnelMTUOf is the MTU of gateway self's tunnel of backend b: the
+// underlay less the backend's encapsulation with the outer header of its
+// worst link (IPv6 if any enabled link of that backend to a gateway not
+// removed may run over IPv6).
+func tunnelMTUOf(v view, s *spec.Site, self *spec.Gateway, b backend.Name) (int, string) {
 	outerV6 := false
-	for ti, remote := range f.Sites {
-		if ti == si || !f.LinkEnabled(site.Name, remote.Name) {
+	for _, remote := range v.f.Sites {
+		if remote.Name == s.Name || !v.f.LinkEnabled(s.Name, remote.Name) || v.backendOf(s.Name, remote.Name) != b {
 			continue
 		}
 		for _, h := range remote.Gateways {
-			if !removed[h.Name] && linkOuterV6(self.Endpoint, h.Endpoint) {
+			if !v.in.Removed[h.Name] && linkOuterV6(self.Endpoint, h.Endpoint) {
 				outerV6 = true
 			}
 		}
 	}
-	return tunnelMTU(f.Overlay.UnderlayMTU, outerV6)
+	info, _ := backend.Lookup(b)
+	return tunnelMTU(v.f.Overlay.UnderlayMTU, outerV6, info)
 }
 
-// tunnelMTU is the largest inner packet that fits the underlay after
-// WireGuard encapsulation, with the outer header of the worst link.
-func tunnelMTU(underlay int, outerV6 bool) (int, string) {
+// tunnelMTU is the largest inner packet that fits the underlay after the
+// backend's encapsulation, with the outer header of the worst link.
+func tunnelMTU(underlay int, outerV6 bool, b backend.Info) (int, string) {
 	outer, fam := ipv4Header, "IPv4"
 	if outerV6 {
 		outer, fam = ipv6Header, "IPv6"
 	}
-	mtu := underlay - outer - udpHeader - wireGuardOverhead
-	return mtu, fmt.Sprintf("underlay %d - outer %s %d - UDP %d - WireGuard %d = %d",
-		underlay, fam, outer, udpHeader, wireGuardOverhead, mtu)
+	mtu := underlay - outer - b.Bytes()
+	why := fmt.Sprintf("underlay %d - outer %s %d", underlay, fam, outer)
+	for _, t := range b.Overhead {
+		why += fmt.Sprintf(" - %s %d", t.Label, t.Bytes)
+	}
+	return mtu, fmt.Sprintf("%s = %d", why, mtu)
 }
 
 // linkOuterV6 reports whether a link may be carried over IPv6: the outer
@@ -432,11 +671,12 @@ func sharedRoutedNetworks(f *spec.Federation, a, b string) []string {
 	return names
 }
 
-// remotePrefixes returns the prefixes of every site but f.Sites[si], sorted.
-func remotePrefixes(f *spec.Federation, si int) []netip.Prefix {
+// remotePrefixes returns the prefixes of every site but the named one,
+// sorted.
+func remotePrefixes(f *spec.Federation, site string) []netip.Prefix {
 	var all []netip.Prefix
-	for i, s := range f.Sites {
-		if i != si {
+	for _, s := range f.Sites {
+		if s.Name != site {
 			all = append(all, s.Prefixes...)
 		}
 	}

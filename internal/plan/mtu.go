@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/fednet/fednet/internal/backend"
 )
 
 // Family is the IP version of an encapsulating (outer) header.
@@ -103,12 +105,14 @@ func NetworkMTU(tunnel int, in MTUInputs) (int, string) {
 	return networkMTU(tunnel, fmt.Sprintf("tunnel %d", tunnel), in)
 }
 
-// NetworkMTUFromUnderlay is NetworkMTU for the whole chain: the tunnel MTU is
-// computed first from the underlay MTU and the family of WireGuard's outer
-// header (any family but IPv4 counts as IPv6), the same way the planner
-// computes Interface.MTU, and the reason shows that step too.
+// NetworkMTUFromUnderlay is NetworkMTU for the whole chain over WireGuard:
+// the tunnel MTU is computed first from the underlay MTU and the family of
+// WireGuard's outer header (any family but IPv4 counts as IPv6), the same
+// way the planner computes a tunnel's MTU, and the reason shows that step
+// too.
 func NetworkMTUFromUnderlay(underlay int, outer Family, in MTUInputs) (int, string) {
-	tunnel, why := tunnelMTU(underlay, outer != IPv4)
+	wg, _ := backend.Lookup(backend.WireGuard)
+	tunnel, why := tunnelMTU(underlay, outer != IPv4, wg)
 	return networkMTU(tunnel, "tunnel ("+why+")", in)
 }
 

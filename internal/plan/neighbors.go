@@ -58,22 +58,6 @@ type Host struct {
 	Slot int
 }
 
-// Neighbor is the gateway's end of one neighbor tunnel: a VXLAN device
-// with the network's VNI from the gateway's LAN address to one host,
-// enslaved to the network's bridge (Bridge.Name) so the host reaches the
-// other sites and the other hosts of its own site.
-type Neighbor struct {
-	Host string `json:"host"`
-	// VXLAN is the device's name (fnb<slot>).
-	VXLAN string `json:"vxlan"`
-	// Local is the gateway's LAN address, Remote the host's.
-	Local  netip.Addr `json:"local"`
-	Remote netip.Addr `json:"remote"`
-	// UDPPort is NeighborPort(slot), both the port the device listens on
-	// and the one it sends to.
-	UDPPort int `json:"udpPort"`
-}
-
 // NeighborRule is one neighbor tunnel in the gateway's firewall: UDP to
 // Port is accepted from Address only.
 type NeighborRule struct {
@@ -104,14 +88,37 @@ type HostTunnel struct {
 
 // hostUsable reports why host h cannot have a neighbor tunnel in f, or "".
 // The manager checks the same when a host enrolls; a spec change can make
-// a joined host unusable, and the planner then leaves it out.
+// a joined host unusable, and the planner then leaves it out (a bad host
+// entry never stops a gateway's plan).
 func hostUsable(f *spec.Federation, h Host) string {
 	if why := siteNetworkUsable(f, h.Site, h.Network); why != "" {
 		return why
 	}
-	site := &f.Sites[slices.IndexFunc(f.Sites, func(s spec.Site) bool { return s.Name == h.Site })]
-	if !h.Address.IsValid() || h.Address.Unmap().Is4() != site.Gateways[0].LANAddress.Unmap().Is4() {
-		return fmt.Sprintf("host address %s is not of the family of gateway %s's LAN address %s", h.Address, site.Gateways[0].Name, site.Gateways[0].LANAddress)
+	site, _ := f.Site(h.Site)
+	if !h.Address.IsValid() {
+		return "the host has no address"
+	}
+	a := h.Address.Unmap()
+	var in netip.Prefix
+	for _, p := range site.Prefixes {
+		if p.Contains(a) {
+			in = p.Masked()
+			break
+		}
+	}
+	if !in.IsValid() {
+		return fmt.Sprintf("host address %s is not in a prefix of site %s (%s)", a, site.Name, joinPrefixes(sortedPrefixes(site.Prefixes)))
+	}
+	if a == in.Addr() {
+		return fmt.Sprintf("host address %s is the network address of %s", a, in)
+	}
+	if a.Is4() && in.Bits() < 31 && a == lastAddr(in) {
+		return fmt.Sprintf("host address %s is the broadcast address of %s", a, in)
+	}
+	for _, g := range site.Gateways {
+		if g.LANAddress.Unmap() == a {
+			return fmt.Sprintf("host address %s is gateway %s's LAN address", a, g.Name)
+		}
 	}
 	if h.Slot < 0 || h.Slot >= MaxNeighborSlots {
 		return fmt.Sprintf("slot %d is out of range 0-%d", h.Slot, MaxNeighborSlots-1)
@@ -119,14 +126,23 @@ func hostUsable(f *spec.Federation, h Host) string {
 	return ""
 }
 
+// lastAddr is the last address of p (the IPv4 broadcast address).
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
 // siteNetworkUsable reports why hosts of site cannot join network through
 // neighbor tunnels in f, or "".
 func siteNetworkUsable(f *spec.Federation, siteName, network string) string {
-	si := slices.IndexFunc(f.Sites, func(s spec.Site) bool { return s.Name == siteName })
-	if si < 0 {
+	site, ok := f.Site(siteName)
+	if !ok {
 		return fmt.Sprintf("site %q is not in the spec", siteName)
 	}
-	site := &f.Sites[si]
 	if !site.DropsUnknownMACs() {
 		return fmt.Sprintf("site %s does not declare fabric: %s; its hosts sit on bridged networks directly", site.Name, spec.FabricDropsUnknownMACs)
 	}
@@ -138,7 +154,7 @@ func siteNetworkUsable(f *spec.Federation, siteName, network string) string {
 	if n.Mode != spec.Bridged || !slices.Contains(n.Sites, site.Name) {
 		return fmt.Sprintf("network %s is not a bridged network of site %s", n.Name, site.Name)
 	}
-	if len(site.Gateways) == 0 || !site.Gateways[0].LANAddress.IsValid() {
+	if !slices.ContainsFunc(site.Gateways, func(g spec.Gateway) bool { return g.LANAddress.IsValid() }) {
 		return fmt.Sprintf("site %s has no gateway with a LAN address", site.Name)
 	}
 	return ""
@@ -154,7 +170,9 @@ func CheckSiteNetwork(f *spec.Federation, site, network string) error {
 }
 
 // CheckHost reports why host h cannot join through a neighbor tunnel in f
-// (naming what to change), or nil.
+// (naming what to change), or nil. It does not look at other hosts: the
+// planner gives an address or slot that two hosts claim to the first by
+// name, and the manager refuses a second claim at join.
 func CheckHost(f *spec.Federation, h Host) error {
 	if why := hostUsable(f, h); why != "" {
 		return fmt.Errorf("host %s cannot join network %s at site %s: %s", h.Name, h.Network, h.Site, why)
@@ -162,28 +180,69 @@ func CheckHost(f *spec.Federation, h Host) error {
 	return nil
 }
 
-// neighbors returns the neighbor tunnels of bridged network n on the first
-// gateway of f.Sites[si], sorted by device name's slot. Hosts that cannot
-// join (see hostUsable) and hosts of a slot taken by an earlier host (by
-// name) are left out.
-func neighbors(f *spec.Federation, hosts []Host, si int, network string) []Neighbor {
-	site := f.Sites[si]
-	var out []Neighbor
-	taken := map[int]bool{}
+// SkippedHosts reports, one error each, the hosts of in.Hosts that no plan
+// has a neighbor tunnel for, and why, for the manager to log.
+func SkippedHosts(f *spec.Federation, in Inputs) []error {
+	_, skipped := admitted(f, in.Hosts)
+	return skipped
+}
+
+// admitted returns the hosts that get a neighbor tunnel, sorted by name,
+// and an error for each that does not: it cannot join (CheckHost), or an
+// earlier host by name holds its slot (among the site's hosts of its
+// network) or its address (among the site's hosts).
+func admitted(f *spec.Federation, hosts []Host) ([]Host, []error) {
+	var ok []Host
+	var skipped []error
+	slots := map[[2]string]map[int]string{}
+	addrs := map[string]map[netip.Addr]string{}
 	for _, h := range sortedHosts(hosts) {
-		if h.Site != site.Name || h.Network != network || hostUsable(f, h) != "" || taken[h.Slot] {
+		if err := CheckHost(f, h); err != nil {
+			skipped = append(skipped, err)
 			continue
 		}
-		taken[h.Slot] = true
-		out = append(out, Neighbor{
-			Host:    h.Name,
-			VXLAN:   neighborDevice(h.Slot),
-			Local:   site.Gateways[0].LANAddress,
-			Remote:  h.Address,
+		k := [2]string{h.Site, h.Network}
+		if slots[k] == nil {
+			slots[k] = map[int]string{}
+		}
+		if addrs[h.Site] == nil {
+			addrs[h.Site] = map[netip.Addr]string{}
+		}
+		if first, taken := slots[k][h.Slot]; taken {
+			skipped = append(skipped, fmt.Errorf("host %s: slot %d at site %s is host %s's", h.Name, h.Slot, h.Site, first))
+			continue
+		}
+		if first, taken := addrs[h.Site][h.Address.Unmap()]; taken {
+			skipped = append(skipped, fmt.Errorf("host %s: address %s at site %s is host %s's", h.Name, h.Address, h.Site, first))
+			continue
+		}
+		slots[k][h.Slot] = h.Name
+		addrs[h.Site][h.Address.Unmap()] = h.Name
+		ok = append(ok, h)
+	}
+	return ok, skipped
+}
+
+// neighbors returns the neighbor tunnels of bridged network network on
+// gateway self (the active gateway of site), sorted by UDP port: one per
+// admitted host of the site and network.
+func neighbors(hosts []Host, f *spec.Federation, site *spec.Site, self *spec.Gateway, network string) []VXLAN {
+	var out []VXLAN
+	ok, _ := admitted(f, hosts)
+	for _, h := range ok {
+		if h.Site != site.Name || h.Network != network {
+			continue
+		}
+		out = append(out, VXLAN{
+			Name:    neighborDevice(h.Slot),
+			Kind:    ToHost,
+			Local:   self.LANAddress,
 			UDPPort: NeighborPort(h.Slot),
+			Remotes: []netip.Addr{h.Address.Unmap()},
+			To:      h.Name,
 		})
 	}
-	slices.SortFunc(out, func(a, b Neighbor) int { return cmp.Compare(a.UDPPort, b.UDPPort) })
+	slices.SortFunc(out, func(a, b VXLAN) int { return cmp.Compare(a.UDPPort, b.UDPPort) })
 	return out
 }
 
@@ -192,8 +251,10 @@ func neighbors(f *spec.Federation, hosts []Host, si int, network string) []Neigh
 func neighborPorts(bridges []Bridge) []NeighborRule {
 	var out []NeighborRule
 	for _, b := range bridges {
-		for _, n := range b.Neighbors {
-			out = append(out, NeighborRule{Address: n.Remote, Port: n.UDPPort})
+		for _, v := range b.VXLANs {
+			if v.Kind == ToHost && len(v.Remotes) == 1 {
+				out = append(out, NeighborRule{Address: v.Remotes[0], Port: v.UDPPort})
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b NeighborRule) int { return cmp.Compare(a.Port, b.Port) })
@@ -207,22 +268,22 @@ func sortedHosts(hosts []Host) []Host {
 }
 
 // neighborFamily is the underlay family of neighbor tunnels at site s (its
-// first gateway's LAN address), or 0 when the site has none: its fabric
+// active gateway's LAN address), or 0 when the site has none: its fabric
 // forwards any frame.
-func neighborFamily(s *spec.Site) Family {
+func neighborFamily(v view, s *spec.Site) Family {
 	if !s.DropsUnknownMACs() {
 		return 0
 	}
-	if len(s.Gateways) > 0 && s.Gateways[0].LANAddress.Unmap().Is4() {
+	if g := v.active[s.Name]; g != nil && g.LANAddress.Unmap().Is4() {
 		return IPv4
 	}
 	return IPv6
 }
 
 // ForHost returns the host end of the neighbor tunnel of host name: the
-// network's VNI and MTU (the plan of the host's gateway), the gateway's
-// LAN address and the host's port. It fails when the host is not in
-// in.Hosts or cannot join (the error says why).
+// network's VNI and MTU (the plan of the host's gateway), the active
+// gateway's LAN address and the host's port. It fails when the host is not
+// in in.Hosts or cannot join (the error says why).
 func ForHost(f *spec.Federation, in Inputs, name string) (HostTunnel, error) {
 	i := slices.IndexFunc(in.Hosts, func(h Host) bool { return h.Name == name })
 	if i < 0 {
@@ -232,10 +293,9 @@ func ForHost(f *spec.Federation, in Inputs, name string) (HostTunnel, error) {
 	if err := CheckHost(f, h); err != nil {
 		return HostTunnel{}, err
 	}
-	si := slices.IndexFunc(f.Sites, func(s spec.Site) bool { return s.Name == h.Site })
-	gw := f.Sites[si].Gateways[0]
-	if in.Removed[gw.Name] {
-		return HostTunnel{}, fmt.Errorf("host %s: gateway %s of site %s was removed", h.Name, gw.Name, h.Site)
+	gw := newView(f, in).active[h.Site]
+	if gw == nil {
+		return HostTunnel{}, fmt.Errorf("host %s: site %s has no gateway that is neither removed nor down", h.Name, h.Site)
 	}
 	g, err := ForGateway(f, in, gw.Name)
 	if err != nil {
@@ -244,18 +304,18 @@ func ForHost(f *spec.Federation, in Inputs, name string) (HostTunnel, error) {
 	if t, ok := HostTunnelOf(g, h.Name); ok {
 		return t, nil
 	}
-	return HostTunnel{}, fmt.Errorf("host %s: slot %d at site %s is another host's", h.Name, h.Slot, h.Site)
+	return HostTunnel{}, fmt.Errorf("host %s: its slot %d or address %s at site %s is another host's", h.Name, h.Slot, h.Address, h.Site)
 }
 
 // HostTunnelOf returns the host end of host's neighbor tunnel in g, the
 // plan of its gateway; false when g has no tunnel to host.
 func HostTunnelOf(g Gateway, host string) (HostTunnel, bool) {
 	for _, b := range g.Bridges {
-		for _, n := range b.Neighbors {
-			if n.Host == host {
+		for _, v := range b.VXLANs {
+			if v.Kind == ToHost && v.To == host && len(v.Remotes) == 1 {
 				return HostTunnel{
 					Host: host, Network: b.Network, VNI: b.VNI, Device: HostDevice(b.VNI),
-					Local: n.Remote, Remote: n.Local, Gateway: g.Name, UDPPort: n.UDPPort,
+					Local: v.Remotes[0], Remote: v.Local, Gateway: g.Name, UDPPort: v.UDPPort,
 					MTU: b.MTU, MTUReason: b.MTUReason,
 				}, true
 			}
@@ -264,16 +324,22 @@ func HostTunnelOf(g Gateway, host string) (HostTunnel, bool) {
 	return HostTunnel{}, false
 }
 
-// addNeighbors adds to g, the plan of a gateway of f.Sites[si], the
-// neighbor tunnels of its bridges and their firewall openings. Only a
-// site's first gateway has bridges.
-func addNeighbors(f *spec.Federation, hosts []Host, si int, g *Gateway) {
-	if len(hosts) == 0 || len(g.Bridges) == 0 {
+// addNeighbors adds to g, the plan of the active gateway of site, the
+// neighbor tunnels of its bridges (as VXLAN ports to hosts) and their
+// firewall openings.
+func addNeighbors(v view, site *spec.Site, g *Gateway) {
+	if len(v.in.Hosts) == 0 || len(g.Bridges) == 0 {
 		return
 	}
+	self := v.active[site.Name]
 	for i := range g.Bridges {
-		if ns := neighbors(f, hosts, si, g.Bridges[i].Network); len(ns) > 0 {
-			g.Bridges[i].Neighbors = ns
+		b := &g.Bridges[i]
+		if b.Relay {
+			continue
+		}
+		if ns := neighbors(v.in.Hosts, v.f, site, self, b.Network); len(ns) > 0 {
+			b.VXLANs = append(b.VXLANs, ns...)
+			slices.SortFunc(b.VXLANs, func(x, y VXLAN) int { return cmp.Compare(x.Name, y.Name) })
 		}
 	}
 	g.Firewall.Neighbors = neighborPorts(g.Bridges)

@@ -3,6 +3,7 @@ package plan_test
 import (
 	"bytes"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -58,23 +59,19 @@ func TestNeighbors(t *testing.T) {
 		if !strings.Contains(b.MTUReason, "neighbor tunnels at aws-eu: segment 1500 (default) - VXLAN/IPv4 50 = 1450") {
 			t.Errorf("%s: MTU reason has no neighbor-tunnel term: %s", g.Name, b.MTUReason)
 		}
+		hostPorts := hostPortsOf(b)
 		if g.Site != "aws-eu" {
-			if len(b.Neighbors) != 0 || len(g.Firewall.Neighbors) != 0 {
-				t.Errorf("%s: neighbors %v, firewall %v; want none outside aws-eu", g.Name, b.Neighbors, g.Firewall.Neighbors)
+			if len(hostPorts) != 0 || len(g.Firewall.Neighbors) != 0 {
+				t.Errorf("%s: neighbors %v, firewall %v; want none outside aws-eu", g.Name, hostPorts, g.Firewall.Neighbors)
 			}
 			continue
 		}
-		want := []plan.Neighbor{
-			{Host: "db1", VXLAN: "fnb0", Local: netip.MustParseAddr("10.1.0.254"), Remote: netip.MustParseAddr("10.1.0.11"), UDPPort: 4790},
-			{Host: "web1", VXLAN: "fnb3", Local: netip.MustParseAddr("10.1.0.254"), Remote: netip.MustParseAddr("10.1.0.10"), UDPPort: 4793},
+		want := []plan.VXLAN{
+			{Name: "fnb0", Kind: plan.ToHost, Local: netip.MustParseAddr("10.1.0.254"), UDPPort: 4790, Remotes: []netip.Addr{netip.MustParseAddr("10.1.0.11")}, To: "db1"},
+			{Name: "fnb3", Kind: plan.ToHost, Local: netip.MustParseAddr("10.1.0.254"), UDPPort: 4793, Remotes: []netip.Addr{netip.MustParseAddr("10.1.0.10")}, To: "web1"},
 		}
-		if len(b.Neighbors) != len(want) {
-			t.Fatalf("aws-gw neighbors = %+v, want %+v", b.Neighbors, want)
-		}
-		for i := range want {
-			if b.Neighbors[i] != want[i] {
-				t.Errorf("aws-gw neighbor %d = %+v, want %+v", i, b.Neighbors[i], want[i])
-			}
+		if !reflect.DeepEqual(hostPorts, want) {
+			t.Errorf("aws-gw neighbor ports = %+v\nwant %+v", hostPorts, want)
 		}
 		rules := []plan.NeighborRule{{Address: netip.MustParseAddr("10.1.0.11"), Port: 4790}, {Address: netip.MustParseAddr("10.1.0.10"), Port: 4793}}
 		if len(g.Firewall.Neighbors) != 2 || g.Firewall.Neighbors[0] != rules[0] || g.Firewall.Neighbors[1] != rules[1] {
@@ -118,7 +115,12 @@ func TestHostRejected(t *testing.T) {
 		{"routed network", func(h *plan.Host) { h.Network = "apps" }, "not a bridged network of site aws-eu"},
 		{"unknown network", func(h *plan.Host) { h.Network = "nope" }, `network "nope" is not in the spec`},
 		{"unknown site", func(h *plan.Host) { h.Site = "nope" }, `site "nope" is not in the spec`},
-		{"IPv6 address", func(h *plan.Host) { h.Address = netip.MustParseAddr("fd00::1") }, "not of the family"},
+		{"IPv6 address", func(h *plan.Host) { h.Address = netip.MustParseAddr("fd00::1") }, "not in a prefix of site aws-eu"},
+		{"outside the site", func(h *plan.Host) { h.Address = netip.MustParseAddr("10.9.0.10") }, "not in a prefix of site aws-eu"},
+		{"network address", func(h *plan.Host) { h.Address = netip.MustParseAddr("10.1.0.0") }, "network address of 10.1.0.0/24"},
+		{"broadcast address", func(h *plan.Host) { h.Address = netip.MustParseAddr("10.1.0.255") }, "broadcast address of 10.1.0.0/24"},
+		{"gateway's address", func(h *plan.Host) { h.Address = netip.MustParseAddr("10.1.0.254") }, "gateway aws-gw's LAN address"},
+		{"no address", func(h *plan.Host) { h.Address = netip.Addr{} }, "no address"},
 		{"slot", func(h *plan.Host) { h.Slot = plan.MaxNeighborSlots }, "out of range"},
 	}
 	for _, tt := range tests {
@@ -146,3 +148,48 @@ func TestHostRejected(t *testing.T) {
 		t.Errorf("CheckHost(valid host) = %v", err)
 	}
 }
+
+// A host that cannot join, or that claims another host's address or slot,
+// is skipped and reported; it never stops the gateway's plan, and the
+// first host by name keeps what both claim.
+func TestHostSkipped(t *testing.T) {
+	f := load(t, "neighbors.yaml")
+	in := testKeys(f)
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	in.Hosts = []plan.Host{
+		{Name: "a", Site: "aws-eu", Network: "lan", Address: a("10.1.0.10"), Slot: 0},
+		{Name: "b", Site: "aws-eu", Network: "lan", Address: a("10.1.0.10"), Slot: 1},  // a's address
+		{Name: "c", Site: "aws-eu", Network: "lan", Address: a("10.1.0.11"), Slot: 0},  // a's slot
+		{Name: "d", Site: "aws-eu", Network: "lan", Address: a("10.1.0.254"), Slot: 2}, // the gateway's address
+		{Name: "e", Site: "aws-eu", Network: "lan", Address: a("10.1.0.12"), Slot: 3},  // fine
+	}
+	gws, err := plan.Compute(f, in)
+	if err != nil {
+		t.Fatalf("Compute with bad hosts = %v; want plans with the bad hosts left out", err)
+	}
+	var got []string
+	for _, g := range gws {
+		for _, b := range g.Bridges {
+			for _, v := range hostPortsOf(b) {
+				got = append(got, g.Name+":"+v.To)
+			}
+		}
+	}
+	if want := []string{"aws-gw:a", "aws-gw:e"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("neighbor tunnels = %v, want %v", got, want)
+	}
+	var msgs []string
+	for _, err := range plan.SkippedHosts(f, in) {
+		msgs = append(msgs, err.Error())
+	}
+	want := []string{
+		"host b: address 10.1.0.10 at site aws-eu is host a's",
+		"host c: slot 0 at site aws-eu is host a's",
+		"host d cannot join network lan at site aws-eu: host address 10.1.0.254 is gateway aws-gw's LAN address",
+	}
+	if !reflect.DeepEqual(msgs, want) {
+		t.Errorf("SkippedHosts = %q\nwant %q", msgs, want)
+	}
+}
+
+func hostPortsOf(b plan.Bridge) []plan.VXLAN { return b.Ports(plan.ToHost) }

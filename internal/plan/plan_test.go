@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/spec"
 )
@@ -113,8 +115,40 @@ func TestJSONRoundTrip(t *testing.T) {
 			t.Errorf("%s: JSON round trip changed the plan", g.Name)
 		}
 	}
-	if _, err := plan.Decode([]byte(`{"gateway":"x","interface":{"name":"fed0"},"bogus":1}`)); err == nil || !strings.Contains(err.Error(), "bogus") {
+	if _, err := plan.Decode([]byte(`{"version":2,"gateway":"x","tunnels":[{"name":"fed0"}],"bogus":1}`)); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Errorf("unknown field accepted or not named: %v", err)
+	}
+}
+
+// An agent refuses a plan of a format it does not know, saying what to do;
+// it never applies part of it.
+func TestDecodeVersion(t *testing.T) {
+	f := load(t, "three-sites.yaml")
+	g, err := plan.ForGateway(f, testKeys(f), "aws-gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Version != plan.Version {
+		t.Fatalf("computed plan has version %d, want %d", g.Version, plan.Version)
+	}
+	newer := g
+	newer.Version = plan.Version + 1
+	tests := []struct {
+		name string
+		data []byte
+		msg  string
+	}{
+		{"newer", newer.JSON(), fmt.Sprintf("format %d, newer than the %d this fednet understands; upgrade fednet", plan.Version+1, plan.Version)},
+		{"format 1", []byte(`{"gateway":"aws-gw","interface":{"name":"fed0"}}`), "no version field, so it is of format 1"},
+		{"older", []byte(`{"version":1,"gateway":"aws-gw"}`), "format 1 is older"},
+		{"no tunnels", []byte(fmt.Sprintf(`{"version":%d,"gateway":"aws-gw"}`, plan.Version)), "missing gateway or tunnels"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := plan.Decode(tt.data); err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("Decode = %v, want an error with %q", err, tt.msg)
+			}
+		})
 	}
 }
 
@@ -149,13 +183,13 @@ func TestSemantics(t *testing.T) {
 		t.Error("aws-us peers with edge-1 over a disabled link")
 	}
 	// NAT: keepalive on both sides of links to hq, none elsewhere.
-	if p := peers("aws-eu-gw")["hq-gw"]; p.PersistentKeepalive != plan.KeepaliveNAT || p.Endpoint != "" {
+	if p := peers("aws-eu-gw")["hq-gw"]; p.WireGuard.PersistentKeepalive != plan.KeepaliveNAT || p.Endpoint != "" {
 		t.Errorf("aws-eu's peer hq-gw = %+v, want keepalive %d and no endpoint", p, plan.KeepaliveNAT)
 	}
-	if p := peers("hq-gw")["aws-eu-gw"]; p.PersistentKeepalive != plan.KeepaliveNAT || p.Endpoint == "" {
+	if p := peers("hq-gw")["aws-eu-gw"]; p.WireGuard.PersistentKeepalive != plan.KeepaliveNAT || p.Endpoint == "" {
 		t.Errorf("hq's peer aws-eu-gw = %+v, want keepalive and an endpoint", p)
 	}
-	if p := peers("aws-eu-gw")["hel1-gw"]; p.PersistentKeepalive != 0 {
+	if p := peers("aws-eu-gw")["hel1-gw"]; p.WireGuard.PersistentKeepalive != 0 {
 		t.Errorf("keepalive between public gateways: %+v", p)
 	}
 	// Allowed IPs: only prefixes of shared routed networks. hq and edge-1
@@ -210,10 +244,10 @@ func TestSemantics(t *testing.T) {
 		}
 	}
 	// MTU: edge-1 has a DNS endpoint, so its links may run over IPv6.
-	if got := m["edge-1-gw"].Interface.MTU; got != 1420 {
+	if got := m["edge-1-gw"].Tunnels[0].MTU; got != 1420 {
 		t.Errorf("edge-1 MTU %d, want 1420 (IPv6 outer assumed for a DNS endpoint)", got)
 	}
-	if got := m["aws-us-gw"].Interface.MTU; got != 1440 {
+	if got := m["aws-us-gw"].Tunnels[0].MTU; got != 1440 {
 		t.Errorf("aws-us MTU %d, want 1440 (all links IPv4)", got)
 	}
 	if got := m["aws-us-gw"].Firewall.MSS; got != 1400 {
@@ -261,8 +295,8 @@ func TestBridged(t *testing.T) {
 		if mtu == 0 {
 			mtu = b.MTU
 		}
-		if b.MTU != mtu || b.MTU != g.Interface.MTU-plan.VXLANOverhead(plan.IPv4) {
-			t.Errorf("%s: bridge MTU %d, want %d on every member (tunnel %d - VXLAN 50)", g.Name, b.MTU, mtu, g.Interface.MTU)
+		if b.MTU != mtu || b.MTU != g.Tunnels[0].MTU-plan.VXLANOverhead(plan.IPv4) {
+			t.Errorf("%s: bridge MTU %d, want %d on every member (tunnel %d - VXLAN 50)", g.Name, b.MTU, mtu, g.Tunnels[0].MTU)
 		}
 		for _, r := range g.Routes {
 			if r.Destination.Overlaps(subnet) {
@@ -326,8 +360,8 @@ func TestMTU(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, g := range gws {
-			if g.Interface.MTU != tc.want || g.Firewall.MSS != tc.want-40 {
-				t.Errorf("underlay %d: %s mtu %d mss %d, want %d/%d", tc.underlay, g.Name, g.Interface.MTU, g.Firewall.MSS, tc.want, tc.want-40)
+			if g.Tunnels[0].MTU != tc.want || g.Firewall.MSS != tc.want-40 {
+				t.Errorf("underlay %d: %s mtu %d mss %d, want %d/%d", tc.underlay, g.Name, g.Tunnels[0].MTU, g.Firewall.MSS, tc.want, tc.want-40)
 			}
 		}
 	}
@@ -344,7 +378,7 @@ func TestMissingKeySkipsNothingButMarksPeer(t *testing.T) {
 			t.Fatalf("%s has %d peers, want 2", g.Name, len(g.Peers))
 		}
 		for _, p := range g.Peers {
-			if !p.PublicKey.IsZero() {
+			if !p.WireGuard.PublicKey.IsZero() {
 				t.Errorf("%s: peer %s has a key nobody gave", g.Name, p.Gateway)
 			}
 		}
@@ -386,5 +420,42 @@ func TestRemovedGateway(t *testing.T) {
 	}
 	if _, err := plan.ForGateway(f, in, "onprem-gw"); err == nil {
 		t.Error("a removed gateway got a plan")
+	}
+}
+
+// A second backend is a table entry: the spec accepts its name, the plan
+// puts the links on it and takes MTU and MSS from its overhead and the
+// public ports from its table entry.
+func TestOtherBackend(t *testing.T) {
+	if err := backend.Register(backend.Info{Name: "fake", Overhead: []backend.Term{{Label: "UDP", Bytes: 8}, {Label: "fake", Bytes: 72}},
+		Public: func(p int) []backend.Port { return []backend.Port{{Protocol: backend.TCP, Port: p}} }}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { backend.Unregister("fake") })
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "three-sites.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := spec.Parse([]byte(strings.Replace(string(data), "  underlayMTU: 1500\n", "  underlayMTU: 1500\n  backend: fake\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := plan.ForGateway(f, testKeys(f), "aws-gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Tunnels) != 1 || g.Tunnels[0].Backend != "fake" || g.Tunnels[0].MTU != 1500-20-80 {
+		t.Errorf("tunnels = %+v, want one fake tunnel of MTU %d", g.Tunnels, 1500-20-80)
+	}
+	if !strings.Contains(g.Tunnels[0].MTUReason, "fake 72") || g.Firewall.MSS != 1400-40 {
+		t.Errorf("mtu reason %q, mss %d", g.Tunnels[0].MTUReason, g.Firewall.MSS)
+	}
+	for _, p := range g.Peers {
+		if p.Backend != "fake" || !p.WireGuard.PublicKey.IsZero() {
+			t.Errorf("peer %s: backend %s, WireGuard %+v; want fake without WireGuard parameters", p.Gateway, p.Backend, p.WireGuard)
+		}
+	}
+	if want := []backend.Port{{Protocol: backend.TCP, Port: 51820}}; !slices.Equal(g.Firewall.Public, want) {
+		t.Errorf("public = %v, want %v", g.Firewall.Public, want)
 	}
 }

@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"math/big"
 	"slices"
-
-	"github.com/fednet/fednet/internal/spec"
 )
 
 // Routed traffic between two sites of a network takes the cheapest chain of
-// enabled links between them: the direct link when it is enabled and no
-// cheaper chain exists, else a chain through relay sites, whose first
+// links that are up between them: the direct link when it is up and no
+// cheaper chain exists, else a chain through relay sites, whose active
 // gateways forward it from tunnel to tunnel through their allowed IPs.
 //
 // WireGuard accepts a packet from a peer only if its source address is in
@@ -43,17 +41,11 @@ type relayedPair struct {
 	networks []string
 }
 
-// computeRouting plans routed traffic over the enabled links between the
-// sites whose first gateway is not removed.
-func computeRouting(f *spec.Federation, removed map[string]bool) routing {
-	var sites []string
-	for _, s := range f.Sites {
-		if len(s.Gateways) > 0 && !removed[s.Gateways[0].Name] {
-			sites = append(sites, s.Name)
-		}
-	}
-	slices.Sort(sites)
-	sites = slices.Compact(sites)
+// computeRouting plans routed traffic over the links that are up in v,
+// between the sites that have an active gateway.
+func computeRouting(v view) routing {
+	f := v.f
+	sites := v.up
 
 	// Links in name order; bit i of a path's tie-break is link i.
 	type link struct {
@@ -65,7 +57,7 @@ func computeRouting(f *spec.Federation, removed map[string]bool) routing {
 	bit := 0
 	for i, a := range sites {
 		for _, b := range sites[i+1:] {
-			if f.LinkEnabled(a, b) {
+			if v.linkUp(a, b) {
 				c := f.LinkCost(a, b)
 				adj[a] = append(adj[a], link{b, c, bit})
 				adj[b] = append(adj[b], link{a, c, bit})
@@ -98,7 +90,7 @@ func computeRouting(f *spec.Federation, removed map[string]bool) routing {
 				continue
 			}
 			if _, ok := first[a][b]; !ok {
-				continue // not connected: the spec check reports it
+				continue // not connected: the spec check reports it, or a failure cut them apart
 			}
 			// Walk a → b; the way back is the same, reversed. Unique
 			// shortest paths make every walk end within len(sites) hops;

@@ -15,7 +15,11 @@ import (
 // randomSpec writes a valid-looking federation of n sites (one gateway
 // each) with random disabled links, link costs, routed and bridged
 // networks.
-func randomSpec(rng *rand.Rand, n int) string {
+func randomSpec(rng *rand.Rand, n int) string { return randomSpecHA(rng, n, false) }
+
+// randomSpecHA is randomSpec where, with ha, about half the sites have a
+// second gateway.
+func randomSpecHA(rng *rand.Rand, n int, ha bool) string {
 	members := func() []string {
 		var m []string
 		for len(m) < 2 {
@@ -46,9 +50,19 @@ func randomSpec(rng *rand.Rand, n int) string {
 	for i := range n {
 		s := fmt.Sprintf("s%02d", i)
 		fmt.Fprintf(&b, "  - name: %s\n    provider: p\n    prefixes: [10.%d.0.0/24]\n    gateways:\n", s, i+1)
-		fmt.Fprintf(&b, "      - name: %s-gw\n        endpoint: 198.51.100.%d:51820\n", s, i+1)
-		if len(ports[s]) > 0 {
-			fmt.Fprintf(&b, "        bridgePorts: {%s}\n", strings.Join(ports[s], ", "))
+		gateways := 1
+		if ha && rng.IntN(2) == 0 {
+			gateways = 2
+		}
+		for k := range gateways {
+			name, addr := s+"-gw", i+1
+			if k > 0 {
+				name, addr = s+"-gw2", 101+i
+			}
+			fmt.Fprintf(&b, "      - name: %s\n        endpoint: 198.51.100.%d:51820\n", name, addr)
+			if len(ports[s]) > 0 {
+				fmt.Fprintf(&b, "        bridgePorts: {%s}\n", strings.Join(ports[s], ", "))
+			}
 		}
 	}
 	b.WriteString("networks:\n" + nets.String())
@@ -227,7 +241,7 @@ func checkFlooding(t *testing.T, name string, f *spec.Federation, gws []plan.Gat
 				if b.VNI != n.ID {
 					continue
 				}
-				addr := g.Interface.Address.Addr()
+				addr := g.TransitAddress()
 				bridges[addr], site[addr], gateway[addr] = b, g.Site, g
 				mtus[b.MTU] = true
 				ports := map[int]bool{}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/spec"
 )
 
@@ -17,24 +18,29 @@ import (
 func (g Gateway) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gateway %s (site %s, federation %s)\n", g.Name, g.Site, g.Federation)
-	i := g.Interface
-	fmt.Fprintf(&b, "  interface %s address %s listen-port %d mtu %d\n", i.Name, i.Address, i.ListenPort, i.MTU)
-	fmt.Fprintf(&b, "    mtu: %s\n", i.MTUReason)
+	for _, t := range g.Tunnels {
+		fmt.Fprintf(&b, "  interface %s (%s) address %s listen-port %d mtu %d\n", t.Name, t.Backend, t.Address, t.ListenPort, t.MTU)
+		fmt.Fprintf(&b, "    mtu: %s\n", t.MTUReason)
+	}
 	for _, p := range g.Peers {
 		fmt.Fprintf(&b, "  peer %s (site %s)\n", p.Gateway, p.Site)
-		key := p.PublicKey.String()
-		if key == "" {
-			key = "(not known yet: peer skipped until the gateway has a key)"
+		if p.Backend == backend.WireGuard {
+			key := p.WireGuard.PublicKey.String()
+			if key == "" {
+				key = "(not known yet: peer skipped until the gateway has a key)"
+			}
+			fmt.Fprintf(&b, "    public-key %s\n", key)
+		} else {
+			fmt.Fprintf(&b, "    backend %s\n", p.Backend)
 		}
-		fmt.Fprintf(&b, "    public-key %s\n", key)
 		ep := p.Endpoint
 		if ep == "" {
 			ep = "(behind NAT: it connects to us)"
 		}
 		fmt.Fprintf(&b, "    endpoint %s\n", ep)
 		fmt.Fprintf(&b, "    allowed-ips %s\n", joinPrefixes(p.AllowedIPs))
-		if p.PersistentKeepalive > 0 {
-			fmt.Fprintf(&b, "    persistent-keepalive %d\n", p.PersistentKeepalive)
+		if k := p.WireGuard.PersistentKeepalive; k > 0 {
+			fmt.Fprintf(&b, "    persistent-keepalive %d\n", k)
 		}
 	}
 	for _, r := range g.Routes {
@@ -54,6 +60,9 @@ func (g Gateway) String() string {
 			fmt.Fprintf(&b, "    mtu: %s\n", br.MTUReason)
 		}
 		for _, v := range br.VXLANs {
+			if v.Kind != ToGateways {
+				continue
+			}
 			remotes := make([]string, len(v.Remotes))
 			for i, a := range v.Remotes {
 				remotes[i] = a.String()
@@ -64,22 +73,33 @@ func (g Gateway) String() string {
 			}
 			fmt.Fprintf(&b, "    vxlan %s port %d to %s flood-to %s\n", v.Name, v.UDPPort, v.To, flood)
 		}
-		for _, n := range br.Neighbors {
-			fmt.Fprintf(&b, "    neighbor %s vxlan %s local %s remote %s udp %d\n", n.Host, n.VXLAN, n.Local, n.Remote, n.UDPPort)
+		for _, v := range br.VXLANs {
+			if v.Kind == ToHost {
+				fmt.Fprintf(&b, "    neighbor %s vxlan %s local %s remote %s udp %d\n", v.To, v.Name, v.Local, joinAddrs(v.Remotes), v.UDPPort)
+			}
 		}
 	}
 	onOff := map[bool]string{true: "on", false: "off"}
 	fmt.Fprintf(&b, "  forwarding %s\n", onOff[g.Forwarding])
 	fw := g.Firewall
 	fmt.Fprintf(&b, "  firewall table inet %s\n", fw.Table)
-	fmt.Fprintf(&b, "    input: accept udp dport %d, established, from local %s, from transit %s on %s; drop the rest\n",
-		fw.ListenPort, joinPrefixes(fw.Local), fw.Transit, fw.Tunnel)
+	tunnels := strings.Join(fw.Tunnels, ", ")
+	var public []string
+	for _, p := range fw.Public {
+		if p.Port == 0 {
+			public = append(public, p.Protocol.String())
+		} else {
+			public = append(public, fmt.Sprintf("%s dport %d", p.Protocol, p.Port))
+		}
+	}
+	fmt.Fprintf(&b, "    input: accept %s, established, from local %s, from transit %s on %s; drop the rest\n",
+		strings.Join(public, ", "), joinPrefixes(fw.Local), fw.Transit, tunnels)
 	if len(fw.TunnelPorts) > 0 {
 		ports := make([]string, len(fw.TunnelPorts))
 		for i, p := range fw.TunnelPorts {
 			ports[i] = strconv.Itoa(p)
 		}
-		fmt.Fprintf(&b, "    input: drop udp dport %s (VXLAN) unless it comes through %s\n", strings.Join(ports, ", "), fw.Tunnel)
+		fmt.Fprintf(&b, "    input: drop udp dport %s (VXLAN) unless it comes through %s\n", strings.Join(ports, ", "), tunnels)
 	}
 	for _, n := range fw.Neighbors {
 		fmt.Fprintf(&b, "    input: accept udp dport %d from neighbor %s only\n", n.Port, n.Address)
@@ -87,11 +107,18 @@ func (g Gateway) String() string {
 	for _, fl := range fw.Flows {
 		fmt.Fprintf(&b, "    forward: accept %s -> %s (network %s)\n", fl.Source, fl.Destination, fl.Network)
 	}
-	fmt.Fprintf(&b, "    forward: drop the rest in or out of %s\n", fw.Tunnel)
+	fmt.Fprintf(&b, "    forward: drop the rest in or out of %s\n", tunnels)
 	if len(fw.Remote) > 0 {
-		fmt.Fprintf(&b, "    forward: drop other sites' prefixes %s unless they leave by %s\n", joinPrefixes(fw.Remote), fw.Tunnel)
+		fmt.Fprintf(&b, "    forward: drop other sites' prefixes %s unless they leave by %s\n", joinPrefixes(fw.Remote), tunnels)
 	}
-	fmt.Fprintf(&b, "    tcp mss clamp %d on %s\n", fw.MSS, fw.Tunnel)
+	fmt.Fprintf(&b, "    tcp mss clamp %d on %s\n", fw.MSS, tunnels)
+	if bd := g.Bounds; bd.Supernet.IsValid() {
+		ports := "(none)"
+		if len(bd.Ports) > 0 {
+			ports = strings.Join(bd.Ports, ", ")
+		}
+		fmt.Fprintf(&b, "  bounds: routes and peers inside %s and %s; bridge ports %s\n", bd.Supernet, bd.Transit, ports)
+	}
 	return b.String()
 }
 
@@ -106,18 +133,50 @@ func (g Gateway) JSON() []byte {
 	return append(b, '\n')
 }
 
-// Decode reads a plan written by JSON, rejecting unknown fields.
+// Decode reads a plan written by JSON, rejecting unknown fields and plans
+// of a format version this fednet does not know: a newer one (the error
+// says to upgrade fednet, and the caller keeps its current state) or the
+// first one, which had no version field (the error says to make the plan
+// again).
 func Decode(data []byte) (Gateway, error) {
-	var g Gateway
+	var v struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return Gateway{}, fmt.Errorf("decoding plan: %w", err)
+	}
+	switch {
+	case v.Version == nil:
+		return Gateway{}, fmt.Errorf("decoding plan: it has no version field, so it is of format 1, written by an older fednet; this fednet reads format %d: make the plan again (fednet plan -o json --gateway NAME)", Version)
+	case *v.Version > Version:
+		return Gateway{}, fmt.Errorf("decoding plan: it is of format %d, newer than the %d this fednet understands; upgrade fednet on this gateway (the current state stays as it is)", *v.Version, Version)
+	case *v.Version < Version:
+		return Gateway{}, fmt.Errorf("decoding plan: format %d is older than the %d this fednet reads; make the plan again (fednet plan -o json --gateway NAME)", *v.Version, Version)
+	}
+	// The alias has Gateway's fields but not its UnmarshalJSON.
+	type fields Gateway
+	var g fields
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&g); err != nil {
 		return Gateway{}, fmt.Errorf("decoding plan: %w", err)
 	}
-	if g.Name == "" || g.Interface.Name == "" {
-		return Gateway{}, fmt.Errorf("decoding plan: missing gateway or interface.name; is this the output of `fednet plan -o json --gateway NAME`?")
+	if g.Name == "" || len(g.Tunnels) == 0 {
+		return Gateway{}, fmt.Errorf("decoding plan: missing gateway or tunnels; is this the output of `fednet plan -o json --gateway NAME`?")
 	}
-	return g, nil
+	return Gateway(g), nil
+}
+
+// UnmarshalJSON decodes a plan as Decode does, so a plan inside any JSON
+// document (the manager's plan answers) is held to the same rules: no
+// unknown field, no unknown format version.
+func (g *Gateway) UnmarshalJSON(data []byte) error {
+	d, err := Decode(data)
+	if err != nil {
+		return err
+	}
+	*g = d
+	return nil
 }
 
 // AddressPlan renders the federation's address plan: one row per site
@@ -148,6 +207,14 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func joinAddrs(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 func joinPrefixes(ps []netip.Prefix) string {

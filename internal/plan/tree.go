@@ -104,6 +104,16 @@ func (e *UnreachableError) Error() string {
 // one of its sites is not in f. It never changes f and is safe to call
 // concurrently.
 func NetworkTree(f *spec.Federation, network string) (Tree, error) {
+	return networkTree(specView(f), network, "")
+}
+
+// networkTree is NetworkTree over the sites and links that are up in v.
+// With part set (a site name), it is the tree of the members that site
+// reaches over links that are up, which may be fewer than all when a
+// failure split the network: each part keeps working on its own. A part
+// with no member gives an empty tree.
+func networkTree(v view, network, part string) (Tree, error) {
+	f := v.f
 	var members []string
 	found := false
 	for _, n := range f.Networks {
@@ -128,8 +138,23 @@ func NetworkTree(f *spec.Federation, network string) (Tree, error) {
 			return Tree{}, fmt.Errorf("network %s: member site %q is not a site of federation %q", network, m, f.Name)
 		}
 	}
+	members = slices.DeleteFunc(members, func(m string) bool { return !v.siteUp(m) })
 
-	adj, uf := spanningForest(f, sites)
+	adj, uf := spanningForest(v)
+	if part != "" {
+		if !v.siteUp(part) {
+			members = nil
+		} else {
+			root := uf.find(part)
+			members = slices.DeleteFunc(members, func(m string) bool { return uf.find(m) != root })
+		}
+		if len(members) == 0 {
+			return Tree{Network: network, Members: []string{}, Relays: []string{}, Edges: []Edge{}, Paths: []Path{}}, nil
+		}
+	}
+	if len(members) == 0 {
+		return Tree{}, fmt.Errorf("network %s: no member site has a usable gateway", network)
+	}
 
 	// Every member must be in one tree of the forest.
 	groups := map[string][]string{}
@@ -217,16 +242,18 @@ func NetworkTree(f *spec.Federation, network string) (Tree, error) {
 	return t, nil
 }
 
-// spanningForest is Kruskal's minimum spanning forest over the enabled links
-// between sites (sorted, unique names): edges taken in order of cost, then of
-// the smaller site name, then of the larger. It returns each site's forest
+// spanningForest is Kruskal's minimum spanning forest over the links that
+// are up in v between its sites (every site of the spec is a node; a site
+// that is down has no link): edges taken in order of cost, then of the
+// smaller site name, then of the larger. It returns each site's forest
 // edges and the union-find of the forest's trees.
-func spanningForest(f *spec.Federation, sites []string) (map[string][]Edge, unionFind) {
+func spanningForest(v view) (map[string][]Edge, unionFind) {
+	sites := siteNames(v.f)
 	var links []Edge
 	for i, a := range sites {
 		for _, b := range sites[i+1:] {
-			if f.LinkEnabled(a, b) {
-				links = append(links, Edge{A: a, B: b, Cost: f.LinkCost(a, b)})
+			if v.linkUp(a, b) {
+				links = append(links, Edge{A: a, B: b, Cost: v.f.LinkCost(a, b)})
 			}
 		}
 	}
@@ -255,9 +282,9 @@ func spanningForest(f *spec.Federation, sites []string) (map[string][]Edge, unio
 // use RelayPortBase plus the number as UDP port: Linux refuses two devices
 // with one VNI and one port, and every relay tree is a subtree of this
 // forest, so a site's devices of one network never collide.
-func edgeColors(f *spec.Federation) map[Edge]int {
-	sites := siteNames(f)
-	adj, _ := spanningForest(f, sites)
+func edgeColors(v view) map[Edge]int {
+	sites := siteNames(v.f)
+	adj, _ := spanningForest(v)
 	colors := map[Edge]int{}
 	seen := map[string]bool{}
 	for _, root := range sites {

@@ -1,13 +1,17 @@
-// Package plan computes, from a validated spec, the complete desired state of
-// every gateway: its WireGuard interface, peers, routes, forwarding and
-// firewall. It is pure: no I/O, no clock, no randomness; output is sorted so
-// the same input always yields byte-identical plans.
+// Package plan computes, from a validated spec and the planner's inputs
+// (public keys, removed and failed gateways, the active gateway of each
+// site, links that are down), the complete desired state of every gateway:
+// its tunnel interfaces, peers, routes, bridged networks, forwarding and
+// firewall. It is pure: no I/O, no clock, no randomness; output is sorted
+// so the same input always yields byte-identical plans.
 package plan
 
 import (
 	"encoding/base64"
 	"fmt"
 	"net/netip"
+
+	"github.com/fednet/fednet/internal/backend"
 )
 
 // Key is a Curve25519 WireGuard key. Plans only ever hold public keys.
@@ -55,13 +59,29 @@ func (k *Key) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// Version is the version of the plan format this fednet writes and
+// understands. It grows when a plan gains something an older agent would
+// apply wrongly if it ignored it; an agent refuses a plan of a newer
+// version (Decode) and keeps its current state.
+//
+// Version 2: tunnels per backend, peers with a backend and per-backend
+// parameters, one list of VXLAN ports per bridge (gateways and neighbor
+// hosts), bounds. Version 1 (no version field) was the single WireGuard
+// interface.
+const Version = 2
+
 // Gateway is the desired state of one gateway. It is a value: safe to copy
 // and compare; dataplane.Apply brings a machine to it.
 type Gateway struct {
-	Federation string    `json:"federation"`
-	Name       string    `json:"gateway"`
-	Site       string    `json:"site"`
-	Interface  Interface `json:"interface"`
+	// Version is the plan format version (Version when computed).
+	Version    int    `json:"version"`
+	Federation string `json:"federation"`
+	Name       string `json:"gateway"`
+	Site       string `json:"site"`
+	// Tunnels are the gateway's tunnel interfaces, one per backend its
+	// links use, sorted by backend. The first holds the gateway's transit
+	// address with the transit prefix length.
+	Tunnels []Tunnel `json:"tunnels"`
 	// Peers are sorted by gateway name.
 	Peers []Peer `json:"peers"`
 	// Routes are sorted by destination.
@@ -70,21 +90,65 @@ type Gateway struct {
 	Forwarding bool     `json:"forwarding"`
 	Firewall   Firewall `json:"firewall"`
 	// Bridges are the bridged (L2) networks of this gateway, sorted by VNI;
-	// only a site's first gateway carries them.
+	// only a site's active gateway carries them.
 	Bridges []Bridge `json:"bridges,omitempty"`
+	// Bounds are the limits of what the plan may touch on the gateway; the
+	// agent refuses a plan whose routes, peers or bridge ports fall outside
+	// them (see dataplane's plan checks).
+	Bounds Bounds `json:"bounds"`
 }
 
-// Bridge is one bridged network on a gateway: a Linux bridge joining the
-// site segment's port and the VXLAN devices that carry the network's frames
-// to other gateways, between transit addresses, inside the tunnels.
+// Tunnel is one tunnel interface of a gateway: the device a backend's
+// links to other gateways go through.
+type Tunnel struct {
+	// Backend is the tunnel technology (backend.WireGuard).
+	Backend backend.Name `json:"backend"`
+	// Name is the interface (at most 15 bytes).
+	Name string `json:"name"`
+	// ListenPort is the UDP port the tunnel receives on, 0 for none.
+	ListenPort int `json:"listenPort"`
+	// Address is the transit address with the transit prefix length, so the
+	// whole transit prefix is on-link through the tunnel interface.
+	Address netip.Prefix `json:"address"`
+	MTU     int          `json:"mtu"`
+	// MTUReason explains how MTU was computed, for humans.
+	MTUReason string `json:"mtuReason"`
+}
+
+// Tunnel returns the gateway's tunnel of backend b.
+func (g Gateway) Tunnel(b backend.Name) (Tunnel, bool) {
+	for _, t := range g.Tunnels {
+		if t.Backend == b {
+			return t, true
+		}
+	}
+	return Tunnel{}, false
+}
+
+// TransitAddress is the gateway's own address inside the tunnels (that of
+// its first tunnel), the invalid Addr when the plan has no tunnel.
+func (g Gateway) TransitAddress() netip.Addr {
+	if len(g.Tunnels) == 0 {
+		return netip.Addr{}
+	}
+	return g.Tunnels[0].Address.Addr()
+}
+
+// Bridge is one bridged network on a gateway: the L2 domain of the network
+// as this gateway serves it. A Linux bridge (or another L2 implementation
+// serving the same plan) joins the site segment's port and the VXLAN ports
+// that carry the network's frames: to other gateways, between transit
+// addresses, inside the tunnels; and, at a site whose fabric drops unknown
+// MACs, to each of the site's hosts that joined through a neighbor tunnel,
+// over the site's LAN.
 //
 // Where every two member sites have a link (the common case) the bridge has
-// one VXLAN device that replicates broadcast, unknown unicast and multicast
+// one gateway port that replicates broadcast, unknown unicast and multicast
 // to every other member (head-end replication); MAC learning keeps unicast
 // direct. Where links are missing, frames travel along the network's relay
-// tree (NetworkTree): one VXLAN device per tree neighbor, so the bridge
+// tree (NetworkTree): one VXLAN port per tree neighbor, so the bridge
 // forwards from one neighbor to the next, and a relay site that is not a
-// member gets a bridge without a port.
+// member gets a bridge without a segment port.
 type Bridge struct {
 	Network string `json:"network"`
 	// VNI is the network id.
@@ -97,69 +161,121 @@ type Bridge struct {
 	// Relay is true on a site that is not a member of the network and
 	// only forwards its frames between tree neighbors.
 	Relay bool `json:"relay,omitempty"`
-	// MTU is set on the bridge and every VXLAN device: one figure for the
+	// MTU is set on the bridge and every VXLAN port: one figure for the
 	// whole network, MTUReason says how it was computed.
 	MTU       int    `json:"mtu"`
 	MTUReason string `json:"mtuReason,omitempty"`
-	// VXLANs are the bridge's VXLAN devices to other gateways, sorted by
-	// name.
+	// VXLANs are the bridge's VXLAN ports, sorted by name.
 	VXLANs []VXLAN `json:"vxlans"`
-	// Neighbors are the neighbor tunnels of the network's hosts at this
-	// site, sorted by UDP port; only at sites whose fabric drops unknown
-	// MACs. Their devices get MTU too, at both ends.
-	Neighbors []Neighbor `json:"neighbors,omitempty"`
 }
 
-// VXLAN is one VXLAN device of a bridged network, enslaved to its bridge.
-// Linux allows one device per VNI and UDP port, so devices of one network
+// Ports returns the VXLAN ports of b of kind k, in b's order.
+func (b Bridge) Ports(k PortKind) []VXLAN {
+	var out []VXLAN
+	for _, v := range b.VXLANs {
+		if v.Kind == k {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// PortKind says where a VXLAN port of a bridge leads.
+type PortKind uint8
+
+// Port kinds.
+const (
+	// ToGateways is a port to other gateways, between transit addresses,
+	// inside the tunnels; the firewall takes its UDP port from the tunnels
+	// only.
+	ToGateways PortKind = iota + 1
+	// ToHost is a neighbor tunnel to one host of the site, over the LAN,
+	// from the gateway's LAN address; the firewall takes its UDP port from
+	// that host's address only.
+	ToHost
+)
+
+func (k PortKind) String() string {
+	switch k {
+	case ToGateways:
+		return "gateways"
+	case ToHost:
+		return "host"
+	}
+	return fmt.Sprintf("PortKind(%d)", uint8(k))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k PortKind) MarshalText() ([]byte, error) {
+	if k != ToGateways && k != ToHost {
+		return nil, fmt.Errorf("port kind %d is not valid", uint8(k))
+	}
+	return []byte(k.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (k *PortKind) UnmarshalText(b []byte) error {
+	for _, v := range []PortKind{ToGateways, ToHost} {
+		if string(b) == v.String() {
+			*k = v
+			return nil
+		}
+	}
+	return fmt.Errorf("port kind %q is not valid; want gateways or host", b)
+}
+
+// VXLAN is one VXLAN port of a bridged network, enslaved to its bridge.
+// Linux allows one device per VNI and UDP port, so ports of one network
 // differ in UDPPort.
 type VXLAN struct {
 	// Name is the interface (at most 15 bytes).
-	Name string `json:"name"`
-	// Local is this gateway's transit address (the VXLAN source).
+	Name string   `json:"name"`
+	Kind PortKind `json:"kind"`
+	// Local is the source address: this gateway's transit address for
+	// ToGateways, its LAN address for ToHost.
 	Local netip.Addr `json:"local"`
 	// UDPPort is the VXLAN UDP port, used as source and destination:
-	// 4789 for the full-mesh device, RelayPortBase plus the link's number
-	// for a tree link (neighbor tunnels use NeighborPortBase and up).
+	// 4789 for the full-mesh port, RelayPortBase plus the link's number
+	// for a tree link, NeighborPort(slot) for a host.
 	UDPPort int `json:"udpPort"`
-	// Remotes are the transit addresses frames are replicated to, sorted.
+	// Remotes are the addresses frames are replicated to, sorted: other
+	// gateways' transit addresses, or the one host's LAN address.
 	Remotes []netip.Addr `json:"remotes"`
 	// To names the far side for humans: "members" for the full-mesh
-	// device, else the neighbor site.
+	// port, else the neighbor site, or the host's name for ToHost.
 	To string `json:"to"`
-}
-
-// Interface is the gateway's WireGuard interface.
-type Interface struct {
-	Name       string `json:"name"`
-	ListenPort int    `json:"listenPort"`
-	// Address is the transit address with the transit prefix length, so the
-	// whole transit prefix is on-link through the tunnel interface.
-	Address netip.Prefix `json:"address"`
-	MTU     int          `json:"mtu"`
-	// MTUReason explains how MTU was computed, for humans.
-	MTUReason string `json:"mtuReason"`
 }
 
 // Peer is one remote gateway this gateway has a link to.
 type Peer struct {
 	Gateway string `json:"gateway"`
 	Site    string `json:"site"`
-	// PublicKey is zero while the remote gateway has no known key; the
-	// dataplane skips such peers.
-	PublicKey Key `json:"publicKey"`
+	// Backend is the link's tunnel technology; the peer belongs to the
+	// gateway's tunnel of that backend.
+	Backend backend.Name `json:"backend"`
 	// Endpoint is host:port, empty when the peer is behind NAT (it will
 	// connect to us).
 	Endpoint string `json:"endpoint,omitempty"`
-	// AllowedIPs are sorted; the remote transit address (/32) comes with the
-	// remote site prefixes of the routed networks both sites share.
+	// AllowedIPs are what the link carries to and accepts from the peer
+	// (WireGuard's allowed IPs), sorted: the remote transit address (/32)
+	// and, when the peer is its site's active gateway, the prefixes routed
+	// through it.
 	AllowedIPs []netip.Prefix `json:"allowedIPs"`
+	// WireGuard holds the link's WireGuard parameters (backend wireguard).
+	WireGuard WireGuardPeer `json:"wireguard,omitzero"`
+}
+
+// WireGuardPeer is what a WireGuard link needs beyond Peer.
+type WireGuardPeer struct {
+	// PublicKey is zero while the remote gateway has no known key; the
+	// dataplane skips such peers.
+	PublicKey Key `json:"publicKey"`
 	// PersistentKeepalive in seconds, 0 for off; set when either side is
 	// behind NAT.
 	PersistentKeepalive int `json:"persistentKeepalive,omitempty"`
 }
 
-// Route sends a destination into the tunnel interface.
+// Route sends a destination into a tunnel interface.
 type Route struct {
 	Destination netip.Prefix `json:"destination"`
 	Device      string       `json:"device"`
@@ -170,32 +286,34 @@ type Route struct {
 // Firewall is the gateway's packet filter, rendered into one nftables table
 // owned by fednet and replaced atomically.
 type Firewall struct {
-	// Table is the nftables table name (inet family).
+	// Table is the nftables table name (inet family); always Table.
 	Table string `json:"table"`
-	// Tunnel is the WireGuard interface name.
-	Tunnel string `json:"tunnel"`
-	// ListenPort is the only port the public side accepts (UDP).
-	ListenPort int `json:"listenPort"`
+	// Tunnels are the tunnel interfaces, sorted: the inside of the
+	// federation.
+	Tunnels []string `json:"tunnels"`
+	// Public are the only protocols and ports the public side accepts
+	// (the tunnels' own), sorted.
+	Public []backend.Port `json:"public"`
 	// Local are the site's own segment prefixes: hosts there may reach the
 	// gateway and, through Flows, the overlay.
 	Local []netip.Prefix `json:"local"`
 	// Remote are the prefixes of every other site of the federation. They
-	// are never forwarded except through the tunnel: a packet for a site
+	// are never forwarded except through a tunnel: a packet for a site
 	// this gateway has no route to (no shared network, a disabled link)
 	// is dropped instead of leaving in clear by the default route. Sorted.
 	Remote []netip.Prefix `json:"remote"`
-	// Transit is the transit prefix, accepted on the tunnel interface.
+	// Transit is the transit prefix, accepted on the tunnel interfaces.
 	Transit netip.Prefix `json:"transit"`
 	// Flows are the forwarded (source, destination) pairs, both directions
 	// listed; everything else is dropped in forwarding. Sorted.
 	Flows []Flow `json:"flows"`
-	// MSS is the TCP MSS that SYNs through the tunnel are clamped to.
+	// MSS is the TCP MSS that SYNs through the tunnels are clamped to.
 	MSS int `json:"mss"`
 	// Neighbors are the UDP ports of neighbor tunnels, each accepted from
-	// its host's address only (not through the tunnel), sorted by port.
+	// its host's address only (not through a tunnel), sorted by port.
 	Neighbors []NeighborRule `json:"neighbors,omitempty"`
 	// TunnelPorts are UDP ports accepted only through the tunnel
-	// interface: the VXLAN ports of the gateway's bridges, on which a
+	// interfaces: the VXLAN ports of the gateway's bridges, on which a
 	// packet from anywhere else would put frames into a bridged network.
 	// Sorted.
 	TunnelPorts []int `json:"tunnelPorts,omitempty"`
@@ -206,4 +324,19 @@ type Flow struct {
 	Network     string       `json:"network"`
 	Source      netip.Prefix `json:"source"`
 	Destination netip.Prefix `json:"destination"`
+}
+
+// Bounds are what a plan may reach on its gateway, from the spec: every
+// route and every allowed IP lies inside Supernet or Transit, and a bridge
+// port is one of Ports. The agent checks a plan against them, and against
+// the machine (no route may cover the underlay's own addresses), before it
+// applies anything.
+type Bounds struct {
+	// Supernet contains every site prefix of the federation.
+	Supernet netip.Prefix `json:"supernet"`
+	// Transit is the prefix of the gateways' tunnel addresses.
+	Transit netip.Prefix `json:"transit"`
+	// Ports are the interfaces the spec names as this gateway's bridge
+	// ports (its LAN segments of bridged networks), sorted.
+	Ports []string `json:"ports,omitempty"`
 }
