@@ -40,9 +40,6 @@ type Config struct {
 	// Bandwidth configures the available-bandwidth responder and the
 	// scheduled estimates (docs/bandwidth.md).
 	Bandwidth BandwidthConfig
-	// Peers reads the WireGuard peers for the metrics; nil exports links
-	// without handshakes or counters.
-	Peers PeerReader
 	// Metrics, when set, is fed the agent's figures (see metrics.Agent).
 	Metrics *metrics.Agent
 	// Logf logs one line; nil discards.
@@ -98,7 +95,7 @@ func Run(ctx context.Context, cfg Config) error {
 		mu.Lock()
 		g := current
 		mu.Unlock()
-		return linkStatuses(ctx, g, cfg.Peers, links, nil, logf)
+		return linkStatuses(ctx, g, cfg.Dataplane, links, nil, logf)
 	})
 	apply := func(g plan.Gateway, why string) {
 		defer links.Update(g)

@@ -44,9 +44,6 @@ type ManagedConfig struct {
 	// NewDataplane returns the dataplane of this machine for a private key.
 	// It is called at start and after each key rotation. Required.
 	NewDataplane func(privateKey plan.Key) (dataplane.Dataplane, error)
-	// Peers reads the WireGuard peers for status reports; nil reports links
-	// without handshakes or counters.
-	Peers PeerReader
 	// StatusInterval is the period of status reports (default
 	// DefaultStatusInterval); a report also follows every apply.
 	StatusInterval time.Duration
@@ -168,12 +165,12 @@ func (m *managed) run(ctx context.Context) error {
 	defer m.bw.Close()
 	m.cfg.Metrics.SetLinkSource(func(ctx context.Context) []api.LinkStatus {
 		m.mu.Lock()
-		cur := m.current
+		cur, dp := m.current, m.dp
 		m.mu.Unlock()
 		if cur == nil {
 			return nil
 		}
-		return linkStatuses(ctx, cur.Plan, m.cfg.Peers, m.links, m.cfg.Metrics, m.logf)
+		return linkStatuses(ctx, cur.Plan, dp, m.links, m.cfg.Metrics, m.logf)
 	})
 	cred, err := m.dir.readCredential()
 	if err != nil {
@@ -594,7 +591,7 @@ func (m *managed) report(ctx context.Context) error {
 // status builds the status report of the current plan.
 func (m *managed) status(ctx context.Context) api.StatusReport {
 	m.mu.Lock()
-	cur, applyErr := m.current, m.applyErr
+	cur, applyErr, dp := m.current, m.applyErr, m.dp
 	m.mu.Unlock()
 	r := api.StatusReport{Links: []api.LinkStatus{}}
 	if cur == nil {
@@ -604,7 +601,7 @@ func (m *managed) status(ctx context.Context) api.StatusReport {
 	if applyErr != nil {
 		r.ApplyError = applyErr.Error()
 	}
-	r.Links = linkStatuses(ctx, cur.Plan, m.cfg.Peers, m.links, m.cfg.Metrics, m.logf)
+	r.Links = linkStatuses(ctx, cur.Plan, dp, m.links, m.cfg.Metrics, m.logf)
 	return r
 }
 
