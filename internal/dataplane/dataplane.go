@@ -12,6 +12,10 @@ package dataplane
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
 
 	"github.com/fednet/fednet/internal/dataplane/tunnel"
 	"github.com/fednet/fednet/internal/plan"
@@ -54,3 +58,30 @@ type Change = tunnel.Change
 
 // LinkState is the state of the link to one peer (Dataplane.Status).
 type LinkState = tunnel.LinkState
+
+// status returns the link states of p's peers, each tunnel's read by
+// read.
+func status(p plan.Gateway, reg registry, now time.Time, read func(plan.Tunnel) (tunnel.State, error)) ([]LinkState, error) {
+	var out []LinkState
+	var errs []error
+	for _, t := range p.Tunnels {
+		drv, ok := reg[t.Backend]
+		if !ok {
+			errs = append(errs, fmt.Errorf("tunnel %s: backend %q has no driver here", t.Name, t.Backend))
+			continue
+		}
+		st, err := read(t)
+		if err != nil {
+			errs = append(errs, err)
+			st = tunnel.State{}
+		}
+		out = append(out, drv.Status(st, peersOf(p, t.Backend), now)...)
+	}
+	// In p's order.
+	order := map[string]int{}
+	for i, peer := range p.Peers {
+		order[peer.Gateway] = i
+	}
+	slices.SortStableFunc(out, func(a, b LinkState) int { return order[a.Peer] - order[b.Peer] })
+	return out, errors.Join(errs...)
+}

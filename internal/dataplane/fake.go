@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -127,33 +126,6 @@ func withPlanBackends(s State, p plan.Gateway) State {
 		}
 	}
 	return s
-}
-
-// status returns the link states of p's peers, each tunnel's read by
-// read.
-func status(p plan.Gateway, reg registry, now time.Time, read func(plan.Tunnel) (tunnel.State, error)) ([]LinkState, error) {
-	var out []LinkState
-	var errs []error
-	for _, t := range p.Tunnels {
-		drv, ok := reg[t.Backend]
-		if !ok {
-			errs = append(errs, fmt.Errorf("tunnel %s: backend %q has no driver here", t.Name, t.Backend))
-			continue
-		}
-		st, err := read(t)
-		if err != nil {
-			errs = append(errs, err)
-			st = tunnel.State{}
-		}
-		out = append(out, drv.Status(st, peersOf(p, t.Backend), now)...)
-	}
-	// In p's order.
-	order := map[string]int{}
-	for i, peer := range p.Peers {
-		order[peer.Gateway] = i
-	}
-	slices.SortStableFunc(out, func(a, b LinkState) int { return order[a.Peer] - order[b.Peer] })
-	return out, errors.Join(errs...)
 }
 
 func (f *Fake) runLocked(ops []op) ([]Change, error) {

@@ -475,6 +475,33 @@ type (
 	}
 )
 
+// starter is an op after which links start anew: Settle starts their
+// handshakes.
+type starter interface {
+	// starts returns the keys of the peers of peers whose links the op
+	// starts.
+	starts(peers []plan.Peer) []plan.Key
+}
+
+// starts: a new peer's link is new.
+func (o peerSet) starts([]plan.Peer) []plan.Key {
+	if o.create {
+		return []plan.Key{o.key}
+	}
+	return nil
+}
+
+// starts: with a new private key every link is new.
+func (o deviceSet) starts(peers []plan.Peer) []plan.Key {
+	var out []plan.Key
+	if o.privateKey {
+		for _, p := range peers {
+			out = append(out, p.WireGuard.PublicKey)
+		}
+	}
+	return out
+}
+
 func (o linkDel) Change() tunnel.Change { return tunnel.Change("ip link del " + o.name) }
 func (o linkAdd) Change() tunnel.Change {
 	mark := " && ip link set " + o.name + " alias " + tunnel.Mark(backend.WireGuard)

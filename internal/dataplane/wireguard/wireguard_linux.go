@@ -268,16 +268,9 @@ func (o peerSet) exec(ctx context.Context, d *Driver) (tunnel.Change, error) {
 func (d *Driver) Settle(ctx context.Context, t plan.Tunnel, peers []plan.Peer, done []tunnel.Op) {
 	created := map[plan.Key]bool{}
 	for _, o := range done {
-		switch o := o.(type) {
-		case peerSet:
-			if o.create {
-				created[o.key] = true
-			}
-		case deviceSet:
-			if o.privateKey {
-				for _, p := range peers {
-					created[p.WireGuard.PublicKey] = true
-				}
+		if s, ok := o.(starter); ok {
+			for _, k := range s.starts(peers) {
+				created[k] = true
 			}
 		}
 	}
