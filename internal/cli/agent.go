@@ -34,8 +34,11 @@ func newAgentCmd() *cobra.Command {
 		Long: `Agent runs on a site's gateway. It applies the gateway's plan to the kernel:
 the WireGuard interface and peers, addresses, routes, IP forwarding and the
 fednet nftables table. It reads what is there first and changes only what
-differs, so applying again changes nothing. Stopping the agent leaves the
-tunnels up; --down removes everything the plan created.
+differs, so applying again changes nothing, and it changes only what fednet
+owns: a plan that names another's interface or table, routes outside the
+federation's prefixes or bridges the uplink is refused whole (docs/agent.md).
+Stopping the agent leaves the tunnels up; --down removes what fednet made
+(no key needed).
 
 Managed mode (--data-dir DIR): the agent gets its plan from a manager. On first
 start it generates its WireGuard key in DIR/private.key (the private key never

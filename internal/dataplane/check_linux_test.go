@@ -24,10 +24,11 @@ import (
 
 // TestLinuxLeavesForeignObjects: on a machine with an uplink holding the
 // default route (uplink0), a LAN port (eth1), another WireGuard interface
-// (wgvpn: a userspace device with its own key, address and peer), a TUN
-// named fed9 without fednet's mark, and the operator's nftables table
-// inet filter with an ssh rule, every plan of `malicious` is refused by
-// Apply and changes nothing, nor does Down of it; a good plan applies
+// (wgvpn: a userspace device with its own key, address and peer), TUN
+// devices named fed0 and fed9 without fednet's mark, and the operator's
+// nftables table inet filter with an ssh rule, every plan of `malicious`
+// is refused by Apply and changes nothing, nor does Down of it, and so is
+// an honest plan whose tunnel is fed0; a good plan (tunnel fed1) applies
 // beside them without touching them, and Down leaves the machine as it
 // was.
 func TestLinuxLeavesForeignObjects(t *testing.T) {
@@ -37,7 +38,7 @@ func TestLinuxLeavesForeignObjects(t *testing.T) {
 	sh(t, "ip link add uplink0 type veth peer name uplink0p && ip address add 192.0.2.10/24 dev uplink0 && "+
 		"ip link set uplink0 up && ip link set uplink0p up && ip route add default via 192.0.2.1")
 	sh(t, "ip link add eth1 type veth peer name eth1p && ip link set eth1 up && ip link set eth1p up")
-	sh(t, "ip tuntap add fed9 mode tun")
+	sh(t, "ip tuntap add fed0 mode tun && ip tuntap add fed9 mode tun")
 	sh(t, `nft add table inet filter && nft add chain inet filter input '{ type filter hook input priority 0; policy accept; }' && `+
 		`nft add rule inet filter input tcp dport 22 accept`)
 	startForeignWireGuard(t, "wgvpn")
@@ -67,12 +68,29 @@ func TestLinuxLeavesForeignObjects(t *testing.T) {
 		}
 	}
 
+	// fed0 is someone else's TUN: even an honest plan on it is refused.
+	if changes, err := d.Apply(ctx, planA()); !errors.Is(err, ErrRefused) || len(changes) != 0 ||
+		!strings.Contains(err.Error(), "tunnels[0].name fed0: interface exists and is not fednet's (a tun link, without fednet's mark fednet-tunnel:wireguard)") {
+		t.Errorf("Apply over the foreign fed0 = %q, %v", changes, err)
+	}
+
+	// Nor does Status read another's interface as fednet's tunnel.
+	p := planA()
+	malicious["tunnel wgvpn"].edit(&p)
+	if links, err := d.Status(ctx, p); err == nil || slices.ContainsFunc(links, func(l LinkState) bool { return l.Established || l.RxBytes > 0 }) {
+		t.Errorf("Status of a plan on wgvpn = %+v, %v; want an error and no figures", links, err)
+	}
+
 	// A good plan, with a bridge on eth1, beside all that.
 	good := bridged()
+	good.Tunnels[0].Name, good.Firewall.Tunnels = "fed1", []string{"fed1"}
+	for i := range good.Routes {
+		good.Routes[i].Device = "fed1"
+	}
 	if _, err := d.Apply(ctx, good); err != nil {
 		t.Fatalf("the good plan: %v", err)
 	}
-	fednets := []string{"fed0", "fbr100", "fvx100", "eth1"}
+	fednets := []string{"fed1", "fbr100", "fvx100", "eth1"}
 	if diff := cmp.Diff(snapshot(t, fednets), snapshot(t, fednets)); diff != "" {
 		t.Fatalf("snapshot is not stable:\n%s", diff)
 	}
@@ -82,6 +100,7 @@ func TestLinuxLeavesForeignObjects(t *testing.T) {
 	if _, err := d.Down(ctx, good); err != nil {
 		t.Fatal(err)
 	}
+	assertNoDevices(t, d)
 	if diff := cmp.Diff(before, snapshot(t, nil)); diff != "" {
 		t.Errorf("after Down of the good plan the machine differs (-before +after):\n%s", diff)
 	}

@@ -69,4 +69,10 @@ func Ready(p plan.Peer) bool {
 }
 
 // readyDrivers are the built-in drivers without keys, for Ready.
-var readyDrivers, _ = builtIn(Config{})
+var readyDrivers = func() []tunnel.Machine {
+	ms, err := builtIn(Config{})
+	if err != nil {
+		panic(fmt.Sprintf("dataplane: the built-in drivers: %v", err))
+	}
+	return ms
+}()

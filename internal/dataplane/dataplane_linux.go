@@ -183,7 +183,12 @@ func (d *linuxDataplane) Status(ctx context.Context, p plan.Gateway) ([]LinkStat
 			return tunnel.State{Link: &iface}, nil
 		}
 		dev, err := m.Read(ctx, iface)
-		return tunnel.State{Link: &iface, Device: dev}, err
+		st := tunnel.State{Link: &iface, Device: dev}
+		if err == nil && iface.Alias != tunnel.Mark(t.Backend) && !m.Adopt(st) {
+			// Someone else's interface says nothing of fednet's links.
+			return tunnel.State{}, fmt.Errorf("interface %s: %s", t.Name, foreignInterface(iface, tunnel.Mark(t.Backend)))
+		}
+		return st, err
 	})
 }
 

@@ -313,6 +313,12 @@ func assertNothingLeft(t *testing.T, d *linuxDataplane) {
 	if out := sh(t, "ip route show proto 254; ip -6 route show proto 254"); out != "" {
 		t.Errorf("fednet routes left:\n%s", out)
 	}
+	assertNoDevices(t, d)
+}
+
+// assertNoDevices checks that every userspace device d started exits.
+func assertNoDevices(t *testing.T, d *linuxDataplane) {
+	t.Helper()
 	for _, pid := range d.startedPids() {
 		start := time.Now()
 		if !nstest.PidGone(pid, 5*time.Second) {
@@ -533,6 +539,12 @@ func twoGatewaysPhase(t *testing.T, phase string) {
 			if p.LastHandshakeTime.IsZero() {
 				t.Errorf("peer %s has no handshake", p.PublicKey)
 			}
+		}
+		// The driver reports the link established, with its figures.
+		links, err := d.Status(ctx, pa)
+		if err != nil || len(links) != 1 || links[0].Peer != "b" || !links[0].Established || links[0].LastHandshake.IsZero() ||
+			links[0].RxBytes == 0 || links[0].TxBytes == 0 || links[0].Endpoint != "192.168.77.2:51820" {
+			t.Errorf("Status = %+v, %v; want the link to b established, with a handshake, bytes both ways and b's endpoint", links, err)
 		}
 		if _, err := d.Down(ctx, pa); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -378,5 +379,29 @@ func TestFingerprintChangesWithFirewall(t *testing.T) {
 	p.Firewall.Local = pfx("10.1.1.0/24", "10.1.0.0/24", "10.1.1.0/24")
 	if buildRuleset(p.Firewall).fingerprint() != buildRuleset(planC().Firewall).fingerprint() {
 		t.Error("reordered local prefixes change the fingerprint")
+	}
+}
+
+// Status reports the links the driver set up, established while the
+// handshake is recent, by the fake's clock.
+func TestFakeStatus(t *testing.T) {
+	f := NewFake()
+	mustApply(t, f, planA())
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	f.SetClock(func() time.Time { return now })
+	s := f.State()
+	for i := range wgDevice(s).Peers {
+		wgDevice(s).Peers[i].LastHandshake = now.Add(-time.Minute)
+		wgDevice(s).Peers[i].RxBytes = 10
+	}
+	f.SetState(s)
+	links, err := f.Status(context.Background(), planA())
+	if err != nil || len(links) != 2 || links[0].Peer != "b" || links[1].Peer != "c" ||
+		!links[0].Established || !links[1].Established || links[0].RxBytes != 10 || links[0].Backend != backend.WireGuard {
+		t.Errorf("Status = %+v, %v; want b and c (d has no key) established", links, err)
+	}
+	now = now.Add(wireguard.EstablishedWithin)
+	if links, _ := f.Status(context.Background(), planA()); len(links) != 2 || links[0].Established {
+		t.Errorf("Status %v later = %+v; want not established", wireguard.EstablishedWithin, links)
 	}
 }
