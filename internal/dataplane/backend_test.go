@@ -71,7 +71,7 @@ func (fakeDriver) Diff(cur tunnel.State, t plan.Tunnel, peers []plan.Peer) tunne
 	}
 	var want []string
 	for _, p := range peers {
-		want = append(want, fmt.Sprintf("%s=%s", p.Gateway, tunnel.JoinPrefixes(p.AllowedIPs)))
+		want = append(want, fmt.Sprintf("%s=%s", p.Gateway, tunnel.Join(p.AllowedIPs)))
 	}
 	if !slices.Equal(cur.Device.(*fakeDevice).peers, want) {
 		d.Peers = append(d.Peers, fakePeers{t.Name, want})
@@ -138,7 +138,7 @@ func TestSecondBackend(t *testing.T) {
 	// The driver got the tunnel and every peer with its allowed IPs.
 	var want []string
 	for _, peer := range p.Peers {
-		want = append(want, peer.Gateway+"="+tunnel.JoinPrefixes(peer.AllowedIPs))
+		want = append(want, peer.Gateway+"="+tunnel.Join(peer.AllowedIPs))
 	}
 	if dev, ok := tun.Device.(*fakeDevice); !ok || !slices.Equal(dev.peers, want) || tun.Backend != fakeBackend || tun.Link.Kind != "fake" {
 		t.Errorf("the fake driver's tunnel: %+v device %v; want peers %v", tun.Link, tun.Device, want)

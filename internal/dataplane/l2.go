@@ -143,7 +143,7 @@ func (s L2State) render(b *strings.Builder) {
 	}
 	for _, v := range s.VXLANs {
 		fmt.Fprintf(b, "vxlan %s network %s id %d local %s dstport %d mtu %d up %t learning %t master %s remotes %s",
-			v.Name, v.Network, v.VNI, v.Local, v.UDPPort, v.MTU, v.Up, v.Learning, orNone(v.Master), joinAddrs(v.Remotes))
+			v.Name, v.Network, v.VNI, v.Local, v.UDPPort, v.MTU, v.Up, v.Learning, orNone(v.Master), tunnel.Join(v.Remotes))
 		if v.DefaultRemote.IsValid() {
 			fmt.Fprintf(b, " default-remote %s", v.DefaultRemote)
 		}
@@ -471,17 +471,6 @@ func canonicalAddrs(as []netip.Addr) []netip.Addr {
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
-}
-
-func joinAddrs(as []netip.Addr) string {
-	if len(as) == 0 {
-		return `""`
-	}
-	s := make([]string, len(as))
-	for i, a := range as {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ",")
 }
 
 // check reports what in bridges cannot be applied, naming the field

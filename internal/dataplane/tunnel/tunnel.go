@@ -17,6 +17,7 @@ package tunnel
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -239,15 +240,15 @@ func CanonicalPrefixes(ps []netip.Prefix) []netip.Prefix {
 	return slices.Compact(out)
 }
 
-// JoinPrefixes renders ps comma-separated, `""` when empty (as wg and ip
-// take them).
-func JoinPrefixes(ps []netip.Prefix) string {
-	if len(ps) == 0 {
+// Join renders prefixes or addresses comma-separated, `""` when empty (as
+// wg and ip take them).
+func Join[T fmt.Stringer](xs []T) string {
+	if len(xs) == 0 {
 		return `""`
 	}
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = x.String()
 	}
 	return strings.Join(s, ",")
 }

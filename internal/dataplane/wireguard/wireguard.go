@@ -202,7 +202,7 @@ func (v *Device) String() string {
 	fmt.Fprintf(&b, "wireguard public-key %s listen-port %d\n", tunnel.OrNone(c.PublicKey.String()), c.ListenPort)
 	for _, p := range c.Peers {
 		fmt.Fprintf(&b, "peer %s endpoint %s allowed-ips %s persistent-keepalive %d\n",
-			p.PublicKey, tunnel.OrNone(p.Endpoint), tunnel.JoinPrefixes(p.AllowedIPs), p.PersistentKeepalive)
+			p.PublicKey, tunnel.OrNone(p.Endpoint), tunnel.Join(p.AllowedIPs), p.PersistentKeepalive)
 	}
 	return b.String()
 }
@@ -529,7 +529,7 @@ func (o peerSet) Change() tunnel.Change {
 		s += " endpoint " + o.endpoint
 	}
 	if o.setAllowedIPs && (len(o.allowedIPs) > 0 || !o.create) {
-		s += " allowed-ips " + tunnel.JoinPrefixes(o.allowedIPs)
+		s += " allowed-ips " + tunnel.Join(o.allowedIPs)
 	}
 	if o.setKeepalive {
 		if o.keepalive == 0 {
