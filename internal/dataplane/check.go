@@ -256,10 +256,13 @@ func checkMachine(cur State, p plan.Gateway, reg registry) []error {
 	for _, r := range cur.Underlay.Endpoints {
 		held = append(held, hold{r.Destination.Addr(), "a peer endpoint"})
 	}
-	covered := func(field string, p netip.Prefix) {
+	covered := func(field string, pre netip.Prefix) {
+		if checkBounded(pre, p.Bounds) != nil {
+			return // refused already, and said why
+		}
 		for _, h := range held {
-			if p.IsValid() && p.Contains(h.addr.Unmap()) {
-				fail(field, "%s covers %s, %s: fednet never routes the machine's own network into a tunnel", p, h.addr, h.what)
+			if pre.Contains(h.addr.Unmap()) {
+				fail(field, "%s covers %s, %s: fednet never routes the machine's own network into a tunnel", pre, h.addr, h.what)
 				return
 			}
 		}
