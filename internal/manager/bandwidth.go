@@ -110,7 +110,7 @@ func (m *Manager) postBandwidth(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	from := r.PathValue("name")
-	st, _ := m.snapshot()
+	st := m.snapshot()
 	p, ok := st.plans[from]
 	if !ok {
 		return noPlan(st, from)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/manager/store"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -67,23 +68,40 @@ func (l *testLog) stop() {
 
 // harness is a manager serving HTTPS on 127.0.0.1 for one test.
 type harness struct {
-	t     *testing.T
-	dir   string
-	clock *clock
-	log   *testLog
-	m     *Manager
-	url   string
-	hc    *http.Client
-	stop  func()
+	t      *testing.T
+	dir    string
+	clock  *clock
+	log    *testLog
+	limits Limits
+	m      *Manager
+	store  store.Store
+	url    string
+	hc     *http.Client
+	stop   func()
 }
 
 // newHarness starts a manager on a fresh data directory.
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, Limits{}) }
+
+// newHarnessWith starts a manager with limits on a fresh data directory.
+func newHarnessWith(t *testing.T, limits Limits) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: filepath.Join(t.TempDir(), "data"), clock: &clock{}, log: &testLog{t: t}}
+	h := &harness{t: t, dir: filepath.Join(t.TempDir(), "data"), clock: &clock{}, log: &testLog{t: t}, limits: limits}
 	t.Cleanup(h.log.stop)
 	h.start()
 	return h
+}
+
+// openStore opens the SQLite store of data directory dir and closes it at
+// the end of the test.
+func openStore(t *testing.T, dir string) store.Store {
+	t.Helper()
+	s, err := OpenStore(context.Background(), dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // start starts (or restarts) the manager on h.dir.
@@ -94,9 +112,15 @@ func (h *harness) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{DataDir: h.dir, Listen: ln.Addr().String(), Logf: h.log.Logf, Now: h.clock.Now})
+	st, err := OpenStore(context.Background(), h.dir, false)
 	if err != nil {
 		ln.Close()
+		t.Fatal(err)
+	}
+	m, err := New(Config{DataDir: h.dir, Store: st, Listen: ln.Addr().String(), Logf: h.log.Logf, Now: h.clock.Now, Limits: h.limits})
+	if err != nil {
+		ln.Close()
+		st.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,9 +139,12 @@ func (h *harness) start() {
 		if err := m.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
+		if err := st.Close(); err != nil {
+			t.Errorf("closing the store: %v", err)
+		}
 	}
 	t.Cleanup(h.stop)
-	h.m, h.url = m, m.URL()
+	h.m, h.store, h.url = m, st, m.URL()
 	h.hc = pinnedClient(t, m)
 }
 

@@ -23,13 +23,17 @@ func neighborsSpec(t *testing.T) string {
 	return string(b)
 }
 
-// hostToken makes a host token for site and network and returns its
-// secret.
-func (h *harness) hostToken(site, network string) string {
+// hostToken makes a host token for site and network (that may replace
+// the host named by replaces, if any) and returns its secret.
+func (h *harness) hostToken(site, network string, replaces ...string) string {
 	h.t.Helper()
 	var tok api.Token
-	h.ok(req{method: "POST", path: api.PathTokens, body: api.TokenRequest{Site: site, Network: network}}, &tok)
-	if tok.Site != site || tok.Network != network || tok.Gateway != "" {
+	req0 := api.TokenRequest{Site: site, Network: network}
+	if len(replaces) > 0 {
+		req0.Replaces = replaces[0]
+	}
+	h.ok(req{method: "POST", path: api.PathTokens, body: req0}, &tok)
+	if tok.Site != site || tok.Network != network || tok.Gateway != "" || tok.Replaces != req0.Replaces {
 		h.t.Fatalf("host token %+v", tok)
 	}
 	jt, err := api.ParseJoinToken(tok.Token)
@@ -104,19 +108,24 @@ func TestHostsJoinWatchLeave(t *testing.T) {
 	if n := h.plan("aws-gw").Plan.Bridges[0].Neighbors; len(n) != 1 {
 		t.Errorf("after db1 left aws-gw has %+v", n)
 	}
-	// db1's credential is gone; web1 may not watch db1's tunnel.
-	if a := h.do(req{method: "GET", path: gwPath(api.PathHostTunnel, "db1"), token: db.Credential}); a.status != 404 {
+	// db1's credential is gone (the same 401 as for a name that never
+	// joined); web1 may not watch db1's tunnel.
+	if a := h.do(req{method: "GET", path: gwPath(api.PathHostTunnel, "db1"), token: db.Credential}); a.status != 401 {
 		t.Errorf("left host's watch: %d %+v", a.status, a.err)
 	}
 	if a := h.do(req{method: "GET", path: gwPath(api.PathHost, "web1"), token: db.Credential}); a.status != 401 {
 		t.Errorf("another's credential: %d %+v", a.status, a.err)
 	}
-	// A new host takes the free slot; web1 joining again keeps its own.
+	// A new host takes the free slot; web1 replaced (with a token made for
+	// that) keeps its own.
 	if c := h.join("cache1", "10.1.0.12"); c.Tunnel.UDPPort != 4791 {
 		t.Errorf("cache1 got port %d, want the free 4791", c.Tunnel.UDPPort)
 	}
-	if again := h.join("web1", "10.1.0.13"); again.Tunnel.UDPPort != 4790 || again.Tunnel.Local.String() != "10.1.0.13" {
-		t.Errorf("web1 joining again: %+v, want port 4790 and the new address", again.Tunnel)
+	var again api.HostJoinResponse
+	h.ok(req{method: "POST", path: api.PathHosts, token: h.hostToken("aws-eu", "lan", "web1"),
+		body: api.HostJoinRequest{Name: "web1", Address: netip.MustParseAddr("10.1.0.13")}}, &again)
+	if again.Tunnel.UDPPort != 4790 || again.Tunnel.Local.String() != "10.1.0.13" {
+		t.Errorf("web1 replaced: %+v, want port 4790 and the new address", again.Tunnel)
 	}
 	var hosts []api.Host
 	h.ok(req{method: "GET", path: api.PathHosts}, &hosts)

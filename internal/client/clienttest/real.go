@@ -56,9 +56,15 @@ func (r *Real) start() error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", r.addr, err)
 	}
-	m, err := manager.New(manager.Config{DataDir: r.dir, Listen: ln.Addr().String(), Logf: r.logf})
+	st, err := manager.OpenStore(context.Background(), r.dir, false)
 	if err != nil {
 		ln.Close()
+		return err
+	}
+	m, err := manager.New(manager.Config{DataDir: r.dir, Store: st, Listen: ln.Addr().String(), Logf: r.logf})
+	if err != nil {
+		ln.Close()
+		st.Close()
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,6 +81,9 @@ func (r *Real) start() error {
 		}
 		if err := m.Close(); err != nil {
 			r.t.Errorf("manager Close: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			r.t.Errorf("closing the manager's store: %v", err)
 		}
 	}
 	return nil
