@@ -39,11 +39,11 @@ func OpenStore(ctx context.Context, dataDir string, reinitialize bool) (store.St
 	s, err := store.OpenSQLite(ctx, store.SQLiteConfig{Path: path, Create: !had || reinitialize})
 	switch {
 	case errors.Is(err, store.ErrNoDatabase):
-		return nil, fmt.Errorf("%w; but %s holds the CA and admin token of a manager that ran before, so its state is lost: "+
-			"restore %s from a backup (docs/manager.md, \"Backup and restore\"), or start with --reinitialize to begin again with an empty state "+
+		return nil, fmt.Errorf("%w, but %s holds the CA and admin token of a manager that ran there: its state is lost. "+
+			"Restore %s from a backup (docs/manager.md, \"Backup and restore\"), or start with --reinitialize to begin again with an empty state "+
 			"(no spec; every gateway must enroll again with a new join token)", err, dataDir, store.FileName)
 	case errors.Is(err, store.ErrDamaged):
-		return nil, fmt.Errorf("%w; restore %s from a backup (docs/manager.md, \"Backup and restore\"), or move it away and start with --reinitialize", err, path)
+		return nil, fmt.Errorf("%w. Restore %s from a backup (docs/manager.md, \"Backup and restore\"), or move it away and start with --reinitialize", err, path)
 	case err != nil:
 		return nil, err
 	}

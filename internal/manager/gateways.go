@@ -128,6 +128,9 @@ func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, 
 			// "no change yet" is the right answer.
 		}
 		m.watchers.Add(-1)
+		if woken {
+			m.wakes.Add(1)
+		}
 		if !woken {
 			w.WriteHeader(http.StatusNoContent)
 			return nil

@@ -101,6 +101,7 @@ type Manager struct {
 
 	wake     waker        // wakes the watches of what a publish changed
 	watchers atomic.Int64 // plan and tunnel watches waiting for a change
+	wakes    atomic.Int64 // waiting watches woken by a change (tests count them)
 	slots    watchSlots   // concurrent watches by credential
 	authFail *authLimiter // failed authentications by address
 

@@ -164,9 +164,9 @@ func openLocked(ctx context.Context, path string, create bool) (*SQLite, error) 
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !create:
-		return nil, fmt.Errorf("database %s does not exist: %w", path, ErrNoDatabase)
+		return nil, fmt.Errorf("%w: %s does not exist", ErrNoDatabase, path)
 	case err == nil && fi.Size() == 0 && !create:
-		return nil, fmt.Errorf("database %s is empty (0 bytes): %w", path, ErrNoDatabase)
+		return nil, fmt.Errorf("%w: %s is empty (0 bytes)", ErrNoDatabase, path)
 	case err == nil && !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("database %s is not a regular file", path)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -273,7 +273,7 @@ func checkIntegrity(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("checking the database: %w", sqliteError(err))
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("the database is damaged: %s: %w", strings.Join(problems, "; "), ErrDamaged)
+		return &damagedError{msg: "the database is damaged", err: errors.New(strings.Join(problems, "; "))}
 	}
 	return nil
 }
@@ -288,13 +288,22 @@ func sqliteError(err error) error {
 	if errors.As(err, &e) {
 		switch e.Code() & 0xff {
 		case sqliteNotADB:
-			return fmt.Errorf("the file is damaged or not a fednet database (%w): %w", ErrDamaged, err)
+			return &damagedError{msg: "the file is damaged or not a fednet database", err: err}
 		case sqliteCorrupt:
-			return fmt.Errorf("the database is damaged (%w): %w", ErrDamaged, err)
+			return &damagedError{msg: "the database is damaged", err: err}
 		}
 	}
 	return err
 }
+
+// damagedError is ErrDamaged with what SQLite said.
+type damagedError struct {
+	msg string
+	err error
+}
+
+func (e *damagedError) Error() string   { return e.msg + ": " + e.err.Error() }
+func (e *damagedError) Unwrap() []error { return []error{ErrDamaged, e.err} }
 
 // Close closes the database and releases its lock. Watch calls waiting
 // return ErrClosed. It is safe to call more than once, and on nil.
