@@ -30,6 +30,7 @@ import (
 	"io/fs"
 	"log"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -78,6 +79,9 @@ type Config struct {
 	// Limits bound what clients may hold (connections, watches, failed
 	// authentications, timeouts); zero fields take the defaults.
 	Limits Limits
+	// Wrap, when set, wraps the API handler that Serve serves (behind TLS
+	// and the limits), e.g. to log or to inject faults in tests.
+	Wrap func(http.Handler) http.Handler
 }
 
 // Manager serves the API. Create it with New; its methods are safe for

@@ -51,8 +51,12 @@ func (m *Manager) TLSConfig() *tls.Config {
 // its body by Limits.BodyTimeout (see serve).
 func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
 	drain := make(chan struct{})
+	h := m.Handler()
+	if m.cfg.Wrap != nil {
+		h = m.cfg.Wrap(h)
+	}
 	srv := &http.Server{
-		Handler:           m.Handler(),
+		Handler:           h,
 		TLSConfig:         m.TLSConfig(),
 		ReadHeaderTimeout: HeaderTimeout,
 		// No ReadTimeout: it would be one deadline for the whole request,
