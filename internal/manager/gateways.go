@@ -92,6 +92,16 @@ func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, 
 	}()
 	st := m.snapshot()
 	for {
+		if wp.hasAfter && wp.after > st.gen {
+			// The caller has seen a later generation: from another manager
+			// on the store that this one has not followed yet, or from a
+			// store since restored from an older backup. Catch up first,
+			// so as not to hand out an older plan than the caller has.
+			var err error
+			if st, err = m.catchUp(r.Context()); err != nil {
+				return err
+			}
+		}
 		gen, topics, answer, err := poll(st)
 		if err != nil {
 			return err

@@ -181,6 +181,16 @@ func (m *Manager) applyLocked(ev store.Event) error {
 	return nil
 }
 
+// catchUp brings the snapshot up to the store's generation and returns it.
+func (m *Manager) catchUp(ctx context.Context) (*state, error) {
+	m.writeMu.Lock()
+	defer m.writeMu.Unlock()
+	if err := m.catchUpLocked(ctx); err != nil {
+		return nil, fmt.Errorf("reading the store: %w", err)
+	}
+	return m.snapshot(), nil
+}
+
 // catchUpLocked brings the snapshot up to the store's generation (another
 // manager may have committed since it was last followed). writeMu must be
 // held.

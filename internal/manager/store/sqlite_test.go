@@ -291,3 +291,46 @@ func BenchmarkPutReport(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWatchAfterSpecChange measures what a follower pays for a
+// change of every plan of 1000 gateways (2 KiB each): the event Watch
+// reads.
+func BenchmarkWatchAfterSpecChange(b *testing.B) {
+	ctx := context.Background()
+	s, err := OpenSQLite(ctx, SQLiteConfig{Path: filepath.Join(b.TempDir(), FileName), Create: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	plans := make([]Plan, 1000)
+	for i := range plans {
+		plans[i] = Plan{Gateway: fmt.Sprintf("gw-%04d", i), Generation: 1, JSON: []byte(strings.Repeat("x", 2048))}
+	}
+	if err := s.Commit(ctx, Change{Plans: plans, Generation: 1}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		ev, err := s.Watch(ctx, 0)
+		if err != nil || len(ev.Plans) != len(plans) {
+			b.Fatalf("%d plans, %v", len(ev.Plans), err)
+		}
+	}
+}
+
+// BenchmarkPutLargeReport is BenchmarkPutReport for a gateway of a full
+// mesh of 1000 (999 links).
+func BenchmarkPutLargeReport(b *testing.B) {
+	s, err := OpenSQLite(context.Background(), SQLiteConfig{Path: filepath.Join(b.TempDir(), FileName), Create: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	link := `{"peer":"gw-0001","publicKey":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","endpoint":"203.0.113.9:51820","lastHandshake":"2025-01-02T03:04:05Z","rxBytes":123456,"txBytes":654321}`
+	rep := []byte(`{"generation":12,"revision":3,"links":[` + strings.TrimSuffix(strings.Repeat(link+",", 999), ",") + `]}`)
+	b.SetBytes(int64(len(rep)))
+	for i := 0; b.Loop(); i++ {
+		if err := s.PutReport(context.Background(), Report{Gateway: fmt.Sprintf("gw-%04d", i%1000), JSON: rep, Received: t0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
