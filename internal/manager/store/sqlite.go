@@ -812,6 +812,9 @@ func (s *SQLite) Watch(ctx context.Context, after int64) (Event, error) {
 			return Event{}, ErrClosed
 		}
 		ev, ok, err := s.event(ctx, after)
+		if err != nil && s.check() != nil {
+			return Event{}, ErrClosed // closed while reading
+		}
 		if err != nil || ok {
 			return ev, err
 		}
