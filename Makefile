@@ -35,6 +35,7 @@ unit:
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/spec
+	$(GO) test -run='^$$' -fuzz='^FuzzParseJoinToken$$' -fuzztime=$(FUZZTIME) ./internal/api
 
 test: deps build check unit fuzz
 

@@ -22,7 +22,7 @@ import (
 )
 
 // controlPlane is a manager the tests run agents against: the real one
-// (clienttest.Real) or, for fault injection, the fake (clienttest.Manager).
+// (clienttest.Real), with faults injected where a test needs them.
 type controlPlane interface {
 	URL() string
 	CAFingerprint() string
@@ -42,9 +42,10 @@ type fed struct {
 // realFed runs the real manager in this process.
 func realFed(t *testing.T) *fed { return newFed(t, clienttest.NewReal(t)) }
 
-// fakeFed runs the fake manager, for faults the real one does not make.
-func fakeFed(t *testing.T) (*fed, *clienttest.Manager) {
-	m := clienttest.NewManager(t)
+// fakeFed runs the real manager too, and returns it for injecting faults
+// the real one does not make by itself.
+func fakeFed(t *testing.T) (*fed, *clienttest.Real) {
+	m := clienttest.NewReal(t)
 	return newFed(t, m), m
 }
 
