@@ -7,14 +7,19 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/fednet/fednet/internal/abw"
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
 )
@@ -74,15 +79,10 @@ func federatedLab(t *testing.T, ctx context.Context, suffix string) fedLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
+	await.Until(t, 30*time.Second, func() (bool, string) {
 		r, err := lab.Ping(ctx, fl.from, dst, 1, time.Second)
-		if err == nil && r.Received == 1 {
-			break
-		}
-		if i == 30 {
-			t.Fatalf("tunnel from %s to %s never came up: %v %v", fl.from.Name, fl.to.Name, r, err)
-		}
-	}
+		return err == nil && r.Received == 1, fmt.Sprintf("tunnel from %s to %s not up: ping %v, %v", fl.from.Name, fl.to.Name, r, err)
+	})
 	return fl
 }
 
@@ -118,7 +118,8 @@ func (fl fedLab) setCase(t *testing.T, ctx context.Context, c abwCase) func() {
 		if stop, err = fl.l.CrossTraffic(ctx, fl.to.Site, lab.Download, c.rate*c.cross); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second) // let the flow reach its rate
+		// The estimate must meet the cross traffic at its rate.
+		waitRate(t, fl.to, 0.8*c.rate*c.cross)
 	}
 	return func() {
 		if err := stop(); err != nil {
@@ -130,34 +131,150 @@ func (fl fedLab) setCase(t *testing.T, ctx context.Context, c abwCase) func() {
 	}
 }
 
+// waitRate waits until node receives at least rate bit/s, measured over
+// the last quarter second or more.
+func waitRate(t *testing.T, node *lab.Node, rate float64) {
+	t.Helper()
+	type sample struct {
+		at    time.Time
+		bytes uint64
+	}
+	var seen []sample
+	await.Until(t, 10*time.Second, func() (bool, string) {
+		now := sample{time.Now(), rxBytes(t, node)}
+		seen = append(seen, now)
+		for _, s := range slices.Backward(seen) {
+			if d := now.at.Sub(s.at); d >= 250*time.Millisecond {
+				got := float64(now.bytes-s.bytes) * 8 / d.Seconds()
+				return got >= rate, fmt.Sprintf("%s receives %.1f Mbit/s, want %.1f", node.Name, got/1e6, rate/1e6)
+			}
+		}
+		return false, fmt.Sprintf("%s: measuring its receive rate", node.Name)
+	})
+}
+
+// rxBytes returns the bytes a gateway received on its internet link (the
+// interface with its public address): the cross traffic and the tunnel.
+func rxBytes(t *testing.T, gw *lab.Node) uint64 {
+	t.Helper()
+	var n uint64
+	err := gw.Do(func() error {
+		addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == gw.Public.Addr() {
+				l, err := netlink.LinkByIndex(a.LinkIndex)
+				if err != nil {
+					return err
+				}
+				n = l.Attrs().Statistics.RxBytes
+				return nil
+			}
+		}
+		return fmt.Errorf("no interface has %s", gw.Public.Addr())
+	})
+	if err != nil {
+		t.Fatalf("counters of %s: %v", gw.Name, err)
+	}
+	return n
+}
+
+// Bounds of the lab tests' estimates, as fractions. They check that the
+// estimator measures the available bandwidth, not how accurately: its
+// accuracy depends on the CPU (userspace WireGuard's scheduling jitter
+// reads as queueing, and hides it), and the accuracy figures are `make
+// bench-abw`'s.
+//
+// Measured on this 2-core machine (shared with other builds) under the lab
+// lock, at 50 Mbit/s with 30 % cross traffic (35 available): 63 estimates
+// with no other load of ours from 34.0 to 43.9 Mbit/s, but one at 51.9;
+// 6 with both cores kept busy from 20.9 to 33.8; 12 with bench's lab test
+// running beside it, as `go test ./...` in CI may, from 10.7 to 55.1
+// (medians of three from 33.0 to 49.0). Without cross traffic (50
+// available), through the manager: 47 estimates from 48.0 to 53.7, 10
+// with both cores busy from 22.8 to 51.9. So under load single estimates
+// err either way by up to half; a pass/fail bound near the quiet accuracy
+// (±7 % typically) would fail in CI for no fault. With cross traffic the
+// test takes the median of three estimates and holds it between half the
+// available bandwidth and the bottleneck (plus 10 % for the search's
+// resolution): what an estimator that works does not leave, and what a
+// broken one (no trend seen, every trend increasing, rates off by a
+// factor) does. An estimator blind to the cross traffic reports the
+// capacity and passes; on a loaded machine that cannot be told from
+// noise, so it is `make bench-abw`'s to show.
+const (
+	// With cross traffic: the median estimate within [0.5 × available,
+	// 1.1 × bottleneck], and the cross traffic at 0.8 of its rate or more
+	// during each estimate (the test's own precondition).
+	minOfTruth      = 0.5
+	maxOfBottleneck = 1.1
+	minCross        = 0.8
+	// Without cross traffic (through the manager): the estimate within
+	// [0.35, 1.15] × bottleneck.
+	minOfFreeLink = 0.35
+	maxOfFreeLink = 1.15
+	// reportTimeoutLab is Config.Timeout in the lab tests: a loaded
+	// machine may delay the responder's reports past the default 1 s,
+	// and waiting for them does not change the measurement.
+	reportTimeoutLab = 3 * time.Second
+)
+
 // TestLabEstimate is the short form of the accuracy runs, inside make
-// test: one bottleneck with cross traffic, two estimates, each checked
-// for correctness with generous bounds (the real accuracy figures are
-// `make bench-abw`'s).
+// test: one bottleneck with cross traffic, three estimates, checked for
+// correctness (see minOfTruth and the bounds beside it).
 func TestLabEstimate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	fl := federatedLab(t, ctx, "a")
 	c := abwCase{rate: 50e6, cross: 0.3}
 	defer fl.setCase(t, ctx, c)()
-	for range 2 {
-		res, err := Estimate(ctx, fl.l, fl.from.Name, fl.to.Name, abw.Config{})
+	var estimates []float64
+	for range 3 {
+		rx0, t0 := rxBytes(t, fl.to), time.Now()
+		res, err := Estimate(ctx, fl.l, fl.from.Name, fl.to.Name, abw.Config{Timeout: reportTimeoutLab})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("bottleneck %v, cross %v: range [%.1f, %.1f] Mbit/s, estimate %.1f (truth %.1f), ADR %.1f, %d bytes (%.1f%% of a 10 s iperf3), %v, %d fleets",
-			c.rate/1e6, c.cross, res.Low/1e6, res.High/1e6, res.Estimate/1e6, c.truth()/1e6, res.ADR/1e6, res.Bytes, 100*float64(res.Bytes)/c.budget(), res.Duration.Round(time.Millisecond), len(res.Fleets))
+		// What else crossed the bottleneck meanwhile: the cross traffic.
+		cross := (float64(rxBytes(t, fl.to)-rx0) - float64(res.Bytes)) * 8 / time.Since(t0).Seconds()
+		t.Logf("bottleneck %v, cross %v (%.1f Mbit/s meanwhile): range [%.1f, %.1f] Mbit/s, estimate %.1f (truth %.1f), ADR %.1f, %d bytes (%.1f%% of a 10 s iperf3), %v, %d fleets",
+			c.rate/1e6, c.cross, cross/1e6, res.Low/1e6, res.High/1e6, res.Estimate/1e6, c.truth()/1e6, res.ADR/1e6, res.Bytes, 100*float64(res.Bytes)/c.budget(), res.Duration.Round(time.Millisecond), len(res.Fleets))
 		for _, f := range res.Fleets {
 			t.Logf("  fleet %.1f Mbit/s payload %d K %d: %s %v lost %.2f", f.Rate/1e6, f.Payload, f.K, f.Verdict, f.Streams, f.Lost)
 		}
-		if !(res.Low <= res.High) || res.Estimate <= 0.3*c.truth() || res.Estimate >= 1.5*c.rate {
-			t.Errorf("estimate %.1f Mbit/s (range [%.1f, %.1f]) is not of the order of the available %.1f below a %.0f Mbit/s bottleneck",
-				res.Estimate/1e6, res.Low/1e6, res.High/1e6, c.truth()/1e6, c.rate/1e6)
+		if cross < minCross*c.cross*c.rate {
+			t.Errorf("cross traffic %.1f Mbit/s during the estimate, want %.1f: the estimate did not meet the bottleneck's load", cross/1e6, c.cross*c.rate/1e6)
+		}
+		if !(res.Low <= res.High) || res.Estimate != (res.Low+res.High)/2 {
+			t.Errorf("range [%.1f, %.1f] with estimate %.1f: want an ordered range and its middle", res.Low/1e6, res.High/1e6, res.Estimate/1e6)
 		}
 		if float64(res.Bytes) > 0.2*c.budget() {
 			t.Errorf("sent %d bytes, more than 20%% of a 10 s iperf3 at the bottleneck (%.0f)", res.Bytes, c.budget())
 		}
+		estimates = append(estimates, res.Estimate)
 	}
+	if est := median(estimates); est < minOfTruth*c.truth() || est > maxOfBottleneck*c.rate {
+		t.Errorf("median estimate %.1f Mbit/s (of %s): want it within [%.1f, %.1f], from half the available %.1f to the %.0f Mbit/s bottleneck",
+			est/1e6, mbps(estimates), minOfTruth*c.truth()/1e6, maxOfBottleneck*c.rate/1e6, c.truth()/1e6, c.rate/1e6)
+	}
+}
+
+// mbps formats bit/s figures in Mbit/s.
+func mbps(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatFloat(x/1e6, 'f', 1, 64)
+	}
+	return strings.Join(s, ", ")
+}
+
+// median returns the middle of an odd number of values.
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // TestBenchABW is `make bench-abw`: -abw.runs estimates per case at 20,
@@ -254,23 +371,21 @@ func TestManagedEstimate(t *testing.T) {
 		t.Fatal(err)
 	}
 	from, to := l.Gateways()[0], l.Gateways()[1]
-	if err := l.Impair(ctx, to.Site, lab.Impairment{Rate: 50e6}); err != nil {
+	const rate = 50e6
+	if err := l.Impair(ctx, to.Site, lab.Impairment{Rate: rate}); err != nil {
 		t.Fatal(err)
 	}
 	var res *api.BandwidthResult
-	for i := 0; ; i++ { // the receiving agent's responder binds once its plan is applied
+	// The receiving agent's responder binds once its plan is applied.
+	await.Until(t, 30*time.Second, func() (bool, string) {
 		res, err = m.Admin.ProbeBandwidth(ctx, from.Name, to.Name)
-		if err == nil || i == 10 {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err == nil, fmt.Sprintf("estimate through the manager: %v", err)
+	})
 	t.Logf("through the manager: %+v", *res)
-	if res.From != from.Name || res.To != to.Name || res.EstimateBps < 10e6 || res.EstimateBps > 100e6 || res.Bytes <= 0 {
-		t.Errorf("estimate of a 50 Mbit/s link through the manager: %+v", *res)
+	if res.From != from.Name || res.To != to.Name || res.Bytes <= 0 || !(res.LowBps <= res.HighBps) ||
+		res.EstimateBps < minOfFreeLink*rate || res.EstimateBps > maxOfFreeLink*rate {
+		t.Errorf("estimate of a free %.0f Mbit/s link through the manager: %+v; want the estimate within [%.1f, %.1f] Mbit/s",
+			rate/1e6, *res, minOfFreeLink*rate/1e6, maxOfFreeLink*rate/1e6)
 	}
 	if _, err := m.Admin.ProbeBandwidth(ctx, from.Name, "nowhere"); err == nil || !strings.Contains(err.Error(), "no link") {
 		t.Errorf("a link to an unknown gateway: %v", err)
