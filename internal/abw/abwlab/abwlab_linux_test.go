@@ -191,34 +191,35 @@ func rxBytes(t *testing.T, gw *lab.Node) uint64 {
 // builds may have run beside), at 50 Mbit/s with 30 % cross traffic (35
 // available): 69 estimates with no load of ours, 59 of them from 34.0 to
 // 40.0 Mbit/s, the others up to 55.9 (medians of three up to 49.0); 6
-// with both cores kept busy, from 20.9 to 33.8; 12 with bench's lab test
-// running beside, as `go test ./...` in CI may, from 10.7 to 55.1
-// (medians of three from 33.0 to 49.0). The cross traffic kept its
-// average rate throughout (14.9 to 15.3 Mbit/s during each estimate);
-// under load it and the probes get bursty, and single estimates err
-// either way by up to half. Without cross traffic (50 available), through
-// the manager: 49 estimates from 42.2 to 53.7, 10 with both cores busy
-// from 22.8 to 51.9, one at 58.2 in a whole `go test -race ./...` (the
-// train's dispersion read 60.7). A pass/fail bound near the quiet accuracy (±7 %
-// mostly) would fail for no fault. So with cross traffic the test takes
-// the median of three estimates and holds it between half the available
-// bandwidth and the bottleneck plus 20 % (without cross traffic, between
-// 35 % and 120 % of the bottleneck): what an estimator that works
+// with both cores kept busy, from 20.9 to 33.8; 18 with the bench's or
+// the demo's lab tests running beside, as `go test ./...` in CI does,
+// from 10.7 to 55.1 (medians of three from 33.0 to 53.0). The cross
+// traffic kept its rate throughout (14.7 to 15.3 Mbit/s measured during
+// each estimate). Without cross traffic (50 available), through the
+// manager: 49 estimates from 42.2 to 53.7 with no load of ours, 10 with
+// both cores busy from 22.8 to 51.9, 7 beside other lab tests from 49.3
+// to 83.0 (medians of three 51.4 and 53.1). Under load userspace
+// WireGuard delays and bunches the probes before they reach the
+// bottleneck, so single estimates err either way, by up to two thirds; a
+// pass/fail bound near the quiet accuracy (±7 % mostly) would fail in CI
+// for no fault. So the tests take the median of three estimates and hold
+// it between half the available bandwidth (35 % of it without cross
+// traffic) and the bottleneck plus 30 %: what an estimator that works
 // does not leave, and what a broken one (no trend seen, every trend
 // increasing, rates off by a factor) does. An estimator blind to the
 // cross traffic reports the capacity and passes; on a loaded machine that
 // cannot be told from noise, so it is `make bench-abw`'s to show.
 const (
 	// With cross traffic: the median estimate within [0.5 × available,
-	// 1.2 × bottleneck], and the cross traffic at 0.8 of its rate or more
+	// 1.3 × bottleneck], and the cross traffic at 0.8 of its rate or more
 	// during each estimate (the test's own precondition).
 	minOfTruth      = 0.5
-	maxOfBottleneck = 1.2
+	maxOfBottleneck = 1.3
 	minCross        = 0.8
-	// Without cross traffic (through the manager): the median of three
-	// estimates within [0.35, 1.2] × bottleneck.
+	// Without cross traffic (through the manager): the median estimate
+	// within [0.35, 1.3] × bottleneck.
 	minOfFreeLink = 0.35
-	maxOfFreeLink = 1.2
+	maxOfFreeLink = 1.3
 	// reportTimeoutLab is Config.Timeout in the lab tests: a loaded
 	// machine may delay the responder's reports past the default 1 s,
 	// and waiting for them does not change the measurement.
