@@ -53,7 +53,7 @@ bench: deps build
 # runs the short form (TestLabEstimate).
 ABW_RUNS ?= 10
 bench-abw: deps
-	$(GO) test -count=1 -timeout 30m -run 'TestBenchABW' -v ./internal/abw -abw.runs $(ABW_RUNS) -abw.table $(CURDIR)/bench-abw.md
+	$(GO) test -count=1 -timeout 30m -run 'TestBenchABW' -v ./internal/abw/abwlab -abw.runs $(ABW_RUNS) -abw.table $(CURDIR)/bench-abw.md
 
 clean:
 	rm -rf bin

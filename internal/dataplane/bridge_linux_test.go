@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
 	"github.com/fednet/fednet/internal/plan"
 )
@@ -195,11 +196,11 @@ func TestLinuxBridgeTwoGateways(t *testing.T) {
 	b.RunPhase(t, "b-up", env...)
 	a.RunPhase(t, "a-up", env...)
 	var out string
-	err := nstest.WaitFor(20*time.Second, func() error {
+	err := await.Poll(20*time.Second, await.NoError(func() error {
 		o, err := exec.Command("ip", "netns", "exec", ha.Name, "ping", "-c", "1", "-W", "1", "192.168.50.2").CombinedOutput()
 		out = string(o)
 		return err
-	})
+	}))
 	if err != nil {
 		t.Errorf("ping from host A to host B across the bridged network: %v\n%s", err, out)
 	} else {
