@@ -80,8 +80,8 @@ bench-abw: deps
 # commands.
 package: $(NFPM)
 	rm -rf build/man && mkdir -p build/man $(PKG_DIR)
-	CGO_ENABLED=0 $(GO) build -trimpath -o build/fednet ./cmd/fednet
-	build/fednet docs --man build/man
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -o build/fednet ./cmd/fednet
+	$(GO) run ./cmd/fednet docs --man build/man
 	gzip -9nf build/man/*.1
 	for p in deb rpm; do \
 	  VERSION=$(VERSION) ARCH=$(ARCH) $(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(PKG_DIR)/ || exit 1; \

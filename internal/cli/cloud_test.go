@@ -96,3 +96,14 @@ func TestCloudCommandErrors(t *testing.T) {
 		t.Errorf("cloud plan gcp-ew: %v\n%s", err, out)
 	}
 }
+
+// TestCloudPlanFromManager reads the spec from a real manager when -f is
+// left out.
+func TestCloudPlanFromManager(t *testing.T) {
+	loggedIn(t)
+	mustRun(t, "apply", "-f", filepath.Join("..", "..", "examples", "clouds.yaml"))
+	out := mustRun(t, "cloud", "plan", "--site", "aws-eu", "--active", "aws-gw2")
+	contains(t, "cloud plan from the manager's spec", out, "active gateway aws-gw2", "route 10.5.0.0/24 -> aws-gw2 (10.1.0.253)")
+	script := mustRun(t, "cloud", "plan", "--site", "os-lab", "--remove")
+	contains(t, "openstack removal script", script, "unroute router \"$ROUTER\"", "unpair 'os-gw-lan' 10.1.0.0/24")
+}
