@@ -189,6 +189,8 @@ changes against the VPC.`,
 					return errors.New("--remove writes a removal script for Azure, GCP and OpenStack; for AWS run fednet cloud remove --site " + n.Site + " --dry-run")
 				}
 				fmt.Fprint(out, n)
+				site, _ := f.Site(n.Site)
+				fmt.Fprintf(out, "\n%s", aws.Describe(site.Cloud.AWS, n))
 				fmt.Fprintf(out, "\nfednet cloud apply --site %s --dry-run shows the changes to the VPC; without --dry-run it makes them.\n", n.Site)
 				return nil
 			}

@@ -148,6 +148,8 @@ type Change struct {
 	// Restore is, for RestoreCheck, the check's value before fednet
 	// turned it off: Remove sets it back on only when it was on.
 	Restore bool
+	// Owner is FEDERATION/SITE, whose marks the change writes or deletes.
+	Owner string
 }
 
 // Rule is one security-group ingress rule.
@@ -165,7 +167,7 @@ func (c Change) String() string {
 		return fmt.Sprintf("aws ec2 modify-network-interface-attribute --network-interface-id %s --no-source-dest-check   # gateway %s", c.Resource, c.Gateway)
 	case RestoreCheck:
 		if !c.Restore {
-			return fmt.Sprintf("aws ec2 delete-tags --resources %s --tags Key=%s   # gateway %s: the check was off before fednet; it stays off", c.Resource, CheckTagPrefix+"…", c.Gateway)
+			return fmt.Sprintf("aws ec2 delete-tags --resources %s --tags Key=%s%s   # gateway %s: the check was off before fednet; it stays off", c.Resource, CheckTagPrefix, c.Owner, c.Gateway)
 		}
 		return fmt.Sprintf("aws ec2 modify-network-interface-attribute --network-interface-id %s --source-dest-check   # gateway %s", c.Resource, c.Gateway)
 	case CreateRoute, ReplaceRoute:
@@ -241,6 +243,26 @@ type table struct {
 	// ours are the destinations whose tag says fednet made their route
 	// for this site.
 	ours map[netip.Prefix]bool
+}
+
+// Describe names a site's AWS resources, for humans: the VPC, the route
+// tables, the security group and each gateway's instance or interface.
+func Describe(a *spec.AWSCloud, n cloud.Needs) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "AWS %s: vpc %s, route tables %s, security group %s\n", a.Region, a.VPC, strings.Join(a.RouteTables, ", "), a.SecurityGroup)
+	for _, g := range n.Gateways {
+		id := a.Gateways[g.Name]
+		what := "instance " + id.Instance
+		if id.ENI != "" {
+			what = "network interface " + id.ENI
+		}
+		active := ""
+		if g.Name == n.Active {
+			active = " (active: the routes' target)"
+		}
+		fmt.Fprintf(&b, "  gateway %s: %s%s\n", g.Name, what, active)
+	}
+	return b.String()
 }
 
 // Plan reads the site's resources and returns the changes Apply would
@@ -577,7 +599,7 @@ func (s *Site) removal(st *state) []Change {
 	}
 	for _, gw := range s.needs.Gateways {
 		if e := st.enis[gw.Name]; e.mark != "" {
-			changes = append(changes, Change{Action: RestoreCheck, Resource: e.id, Gateway: gw.Name, Restore: e.mark == "true"})
+			changes = append(changes, Change{Action: RestoreCheck, Resource: e.id, Gateway: gw.Name, Restore: e.mark == "true", Owner: s.owner})
 		}
 	}
 	return changes

@@ -3,12 +3,14 @@ package aws_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/fednet/fednet/internal/cloud"
@@ -19,6 +21,12 @@ import (
 )
 
 const example = "../../../examples/clouds.yaml"
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	awstest.StopShared()
+	os.Exit(code)
+}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -65,7 +73,7 @@ func added(before, after []string) []string {
 
 func TestApplyAgainstMoto(t *testing.T) {
 	ctx := ctxT(t)
-	srv := awstest.Start(t, awstest.Config{})
+	srv := awstest.Shared(t)
 	c := srv.EC2(awstest.Anyone)
 	v := awstest.NewVPC(ctx, t, c)
 	doc := v.Spec(t, example)
@@ -187,7 +195,7 @@ func TestApplyAgainstMoto(t *testing.T) {
 
 func TestBadIdentifiersAndConflicts(t *testing.T) {
 	ctx := ctxT(t)
-	srv := awstest.Start(t, awstest.Config{})
+	srv := awstest.Shared(t)
 	c := srv.EC2(awstest.Anyone)
 	v := awstest.NewVPC(ctx, t, c)
 	doc := v.Spec(t, example)
@@ -282,7 +290,7 @@ func (d deny) ModifyNetworkInterfaceAttribute(context.Context, *ec2.ModifyNetwor
 
 func TestUnauthorizedOperation(t *testing.T) {
 	ctx := ctxT(t)
-	srv := awstest.Start(t, awstest.Config{})
+	srv := awstest.Shared(t)
 	c := srv.EC2(awstest.Anyone)
 	v := awstest.NewVPC(ctx, t, c)
 	s := site(t, deny{c}, v.Spec(t, example), plan.Inputs{})
@@ -307,3 +315,37 @@ func TestUnauthorizedOperation(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestCheckAlreadyOff: an interface whose source/dest check the operator
+// had turned off gets no mark, and remove leaves the check off.
+func TestCheckAlreadyOff(t *testing.T) {
+	ctx := ctxT(t)
+	srv := awstest.Shared(t)
+	c := srv.EC2(awstest.Anyone)
+	v := awstest.NewVPC(ctx, t, c)
+	off := false
+	if _, err := c.ModifyNetworkInterfaceAttribute(ctx, &ec2.ModifyNetworkInterfaceAttributeInput{NetworkInterfaceId: &v.ENI, SourceDestCheck: &types.AttributeBooleanValue{Value: &off}}); err != nil {
+		t.Fatal(err)
+	}
+	before := v.Snapshot(ctx, t, c)
+	s := site(t, c, v.Spec(t, example), plan.Inputs{})
+	done, err := s.Apply(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checks []string
+	for _, ch := range done {
+		if ch.Action == aws.DisableCheck {
+			checks = append(checks, ch.Resource)
+		}
+	}
+	if !slices.Equal(checks, []string{v.InstanceENI}) {
+		t.Errorf("checks turned off: %v, want only %s", checks, v.InstanceENI)
+	}
+	if _, err := s.Remove(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if now := v.Snapshot(ctx, t, c); !slices.Equal(now, before) {
+		t.Errorf("after remove:\n%s\nwant:\n%s", strings.Join(now, "\n"), strings.Join(before, "\n"))
+	}
+}

@@ -6,12 +6,14 @@ package awstest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,60 +46,126 @@ const Region = "eu-west-1"
 // fails it when moto is not installed (make deps installs it).
 func Start(t testing.TB, cfg Config) *Server {
 	t.Helper()
+	s, stop, err := start(cfg)
+	if errors.Is(err, errNoPython) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+var shared struct {
+	once sync.Once
+	s    *Server
+	stop func()
+	err  error
+}
+
+// Shared returns a moto server without IAM checks that the tests of a
+// package share (each makes its own VPC); StopShared, from TestMain, stops
+// it. It skips or fails the test as Start does.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	shared.once.Do(func() { shared.s, shared.stop, shared.err = start(Config{}) })
+	if errors.Is(shared.err, errNoPython) {
+		t.Skip(shared.err)
+	}
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.s
+}
+
+// StopShared stops the shared server, if one was started.
+func StopShared() {
+	if shared.stop != nil {
+		shared.stop()
+	}
+}
+
+var errNoPython = errors.New("python3 is not installed; the AWS tests need it to run moto (make deps installs moto; CI has python3)")
+
+// start starts a moto server and returns a function that stops it.
+func start(cfg Config) (*Server, func(), error) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 is not installed; the AWS tests need it to run moto (make deps installs moto; CI has python3)")
+		return nil, nil, errNoPython
 	}
 	if out, err := exec.Command(py, "-c", "import moto.server").CombinedOutput(); err != nil {
-		t.Fatalf("moto is not installed for %s (run make deps): %v\n%s", py, err, out)
+		return nil, nil, fmt.Errorf("moto is not installed for %s (run make deps): %v\n%s", py, err, out)
 	}
-	port := freePort(t)
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
 	cmd := exec.Command(py, "-m", "moto.server", "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 	cmd.Env = append(os.Environ(), "MOTO_CALL_RESET_API=false")
 	if cfg.NoAuthActions > 0 {
 		cmd.Env = append(cmd.Env, "INITIAL_NO_AUTH_ACTION_COUNT="+strconv.Itoa(cfg.NoAuthActions))
 	}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting moto: %v", err)
+		return nil, nil, fmt.Errorf("starting moto: %w", err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
+	stop := func() {
 		cmd.Process.Kill()
 		<-done
-	})
+	}
 	s := &Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
-		// moto answers any path; a health check that does not count as
-		// an action.
+		// moto's own API: answers once the server is up, and is not
+		// an action that counts against NoAuthActions.
 		resp, err := http.Get(s.URL + "/moto-api/")
 		if err == nil {
 			resp.Body.Close()
-			return s
+			return s, stop, nil
 		}
 		select {
 		case <-done:
-			t.Fatalf("moto exited before answering: %s", logs.String())
+			return nil, nil, fmt.Errorf("moto exited before answering: %s", logs.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("moto did not answer on %s within 30 s: %v\n%s", s.URL, err, logs.String())
+			stop()
+			return nil, nil, fmt.Errorf("moto did not answer on %s within 60 s: %v\n%s", s.URL, err, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
+// syncBuffer is a bytes.Buffer safe for the writes of a child's output
+// and a concurrent read.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Credentials are an access key pair.
