@@ -65,6 +65,11 @@ const (
 	CodeInternal        = "internal"          // 500: never for bad input
 	CodeTimeout         = "timeout"           // 504: a gateway did not answer a relayed request in time
 	CodeUnsupportedType = "unsupported_media" // 415: not application/json (or YAML for the spec)
+	// CodeGatewayRemoved (403): the credential of a gateway that was removed
+	// (fednet gateway remove). An agent that gets it stops; one that gets
+	// 401 (a credential the manager does not know, e.g. after its state
+	// was lost) keeps its data plane and retries.
+	CodeGatewayRemoved = "gateway_removed"
 )
 
 // Problem is one validation problem of a spec.

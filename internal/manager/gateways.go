@@ -141,7 +141,7 @@ func noPlan(st *state, name string) error {
 	g, known := st.gateways[name]
 	switch {
 	case known && g.Removed:
-		return fail(http.StatusForbidden, "name", "gateway %s was removed from the federation; it has no plan until it enrolls again with a new join token", name)
+		return failCode(http.StatusForbidden, api.CodeGatewayRemoved, "name", "gateway %s was removed from the federation; it has no plan until it enrolls again with a new join token", name)
 	case st.fed == nil:
 		return fail(http.StatusNotFound, "name", "gateway %s has no plan: the manager has no spec yet; apply one with: fednet apply -f spec.yaml", name)
 	}
@@ -201,7 +201,7 @@ func (m *Manager) putKey(w http.ResponseWriter, r *http.Request) error {
 	g := u.next.gateways[name]
 	switch {
 	case g.Removed:
-		return fail(http.StatusForbidden, "Authorization", "gateway %s was removed from the federation and its credential is refused", name)
+		return removedError(name)
 	case req.Rotation < 0 || req.Rotation > g.RotateRequested:
 		return fail(http.StatusBadRequest, "rotation", "field rotation %d: want the rotateKey value of the plan this key answers (0 to %d)", req.Rotation, g.RotateRequested)
 	}

@@ -27,6 +27,13 @@ func fail(status int, field, format string, args ...any) *apiError {
 	return &apiError{status: status, body: api.Error{Code: codeFor(status), Message: fmt.Sprintf(format, args...), Field: field}}
 }
 
+// failCode is fail with a code of its own rather than the status's.
+func failCode(status int, code, field, format string, args ...any) *apiError {
+	ae := fail(status, field, format, args...)
+	ae.body.Code = code
+	return ae
+}
+
 func codeFor(status int) string {
 	if c := api.CodeFor(status); c != "" {
 		return c
