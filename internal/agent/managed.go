@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/client"
@@ -669,7 +670,7 @@ func (s *managerSource) status(ctx context.Context) api.StatusReport {
 	st := s.loop.Status()
 	r := api.StatusReport{Links: []api.LinkStatus{}}
 	if st.Err != nil {
-		r.ApplyError = st.Err.Error()
+		r.ApplyError = clip(st.Err.Error(), maxApplyError)
 	}
 	if st.Plan == nil {
 		return r
@@ -677,6 +678,24 @@ func (s *managerSource) status(ctx context.Context) api.StatusReport {
 	r.Generation, r.Revision = st.Generation, st.Revision
 	r.Links = s.loop.Links(ctx, *st.Plan)
 	return r
+}
+
+// maxApplyError bounds the apply error of a status report (the manager
+// refuses reports with more than 8 KiB); the log has it whole.
+const maxApplyError = 4 << 10
+
+// clip returns s as valid UTF-8 of at most n bytes, saying what it cut.
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= n {
+		return s
+	}
+	tail := fmt.Sprintf(" ... (%d bytes more; see the agent's log)", len(s)-n)
+	cut := max(n-len(tail), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + tail
 }
 
 func (s *managerSource) backoff() *backoff {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/client"
@@ -122,4 +123,18 @@ func managerAnswer(t *testing.T, status int, code string) error {
 		t.Fatalf("the test manager's answer: %v, want status %d", err, status)
 	}
 	return err
+}
+
+func TestClip(t *testing.T) {
+	if got := clip("short", 100); got != "short" {
+		t.Errorf("clip of a short string: %q", got)
+	}
+	long := strings.Repeat("é", 5000) // 10000 bytes
+	got := clip(long, maxApplyError)
+	if len(got) > maxApplyError || !utf8.ValidString(got) || !strings.HasSuffix(got, "bytes more; see the agent's log)") {
+		t.Errorf("clip of 10000 bytes: %d bytes, valid UTF-8 %v, ends %q", len(got), utf8.ValidString(got), got[len(got)-40:])
+	}
+	if got := clip("a\xffb", 10); got != "a?b" {
+		t.Errorf("clip of invalid UTF-8: %q", got)
+	}
 }

@@ -26,8 +26,9 @@ import (
 // A source that has nothing more to deliver may return nil before ctx ends;
 // the loop keeps the plan in force and goes on repairing drift.
 //
-// Run is called once per Source value. deliver must not be called after
-// Run returned.
+// Run is called once per Source value (so never concurrently), by the
+// loop, which cancels ctx when it ends and waits for Run to return.
+// deliver must not be called after Run returned.
 type Source interface {
 	Run(ctx context.Context, deliver Deliver) error
 }
