@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/agent"
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/spec"
@@ -73,16 +74,10 @@ func (l *logs) has(s string) bool {
 	return false
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually waits up to 5 s for cond (await.Until).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.Until(t, 5*time.Second, func() (bool, string) { return cond(), "waiting for " + what })
 }
 
 func mtu(fake *dataplane.Fake) int {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/client/clienttest"
 	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/plan"
@@ -464,18 +466,6 @@ func (f fakeHandshakes) Status(ctx context.Context, g plan.Gateway) ([]dataplane
 	return links, err
 }
 
-// poll runs f until it holds or 10 s pass.
-func poll(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestStatusRotateRemove(t *testing.T) {
 	loggedIn(t)
 	out := mustRun(t, "status")
@@ -485,10 +475,10 @@ func TestStatusRotateRemove(t *testing.T) {
 
 	awsDir, awsDone := startAgent(t, "aws-gw")
 	startAgent(t, "azure-gw")
-	poll(t, "both gateways applied and their link up", func() bool {
+	await.Until(t, 10*time.Second, func() (bool, string) {
 		out := mustRun(t, "status")
 		return strings.Count(out, " applied ") == 2 && strings.Contains(out, "aws-gw -> azure-gw") &&
-			strings.Contains(out, "azure-gw -> aws-gw") && !strings.Contains(out, " down ")
+			strings.Contains(out, "azure-gw -> aws-gw") && !strings.Contains(out, " down "), "both gateways applied and their link up; status:\n" + out
 	})
 	out = mustRun(t, "status")
 	contains(t, "status", out, "GATEWAY", "aws-gw", "azure-gw", "onprem-gw", "not enrolled", "LINK", " up ", "5s ago", "1.5 KiB", "4.0 MiB",
@@ -499,21 +489,24 @@ func TestStatusRotateRemove(t *testing.T) {
 	// A spec change: the gateways are behind until their agents apply it,
 	// which the status shows as applied again.
 	mustRun(t, "apply", "-f", specWithMTU(t, "1400"))
-	poll(t, "the change applied", func() bool { return strings.Count(mustRun(t, "status"), " applied ") == 2 })
+	await.Until(t, 10*time.Second, func() (bool, string) {
+		out := mustRun(t, "status")
+		return strings.Count(out, " applied ") == 2, "the change applied on both gateways; status:\n" + out
+	})
 
 	// Key rotation through the CLI.
 	keyFile := filepath.Join(awsDir, agent.KeyFile)
 	old, _ := os.ReadFile(keyFile)
 	contains(t, "rotate-key", mustRun(t, "rotate-key", "aws-gw"), "asked gateway aws-gw to roll its key")
-	poll(t, "a new key file", func() bool {
+	await.Until(t, 10*time.Second, func() (bool, string) {
 		now, _ := os.ReadFile(keyFile)
-		return len(now) > 0 && !bytes.Equal(now, old)
+		return len(now) > 0 && !bytes.Equal(now, old), "a new key file " + keyFile
 	})
 	var gws []api.Gateway
-	poll(t, "the manager's new key for aws-gw", func() bool {
+	await.Until(t, 10*time.Second, func() (bool, string) {
 		json.Unmarshal([]byte(mustRun(t, "get", "gateways", "-o", "json")), &gws)
 		i := slices.IndexFunc(gws, func(g api.Gateway) bool { return g.Name == "aws-gw" })
-		return i >= 0 && gws[i].KeyRotation == 1
+		return i >= 0 && gws[i].KeyRotation == 1, fmt.Sprintf("the manager's new key for aws-gw: gateways %+v", gws)
 	})
 
 	// Removal: the agent ends, saying so, and the status says removed.

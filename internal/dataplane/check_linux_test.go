@@ -18,7 +18,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
-	"github.com/fednet/fednet/internal/dataplane/nstest"
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane/wireguard"
 )
 
@@ -138,7 +138,7 @@ func startForeignWireGuard(t *testing.T, name string) {
 	peer, _ := wgtypes.GeneratePrivateKey()
 	port := 51000
 	_, allowed, _ := net.ParseCIDR("192.168.9.0/24")
-	err = nstest.WaitFor(5*time.Second, func() error {
+	err = await.Poll(5*time.Second, await.NoError(func() error {
 		c, err := wgctrl.New()
 		if err != nil {
 			return err
@@ -146,7 +146,7 @@ func startForeignWireGuard(t *testing.T, name string) {
 		defer c.Close()
 		return c.ConfigureDevice(name, wgtypes.Config{PrivateKey: &key, ListenPort: &port,
 			Peers: []wgtypes.PeerConfig{{PublicKey: peer.PublicKey(), AllowedIPs: []net.IPNet{*allowed}}}})
-	})
+	}))
 	if err != nil {
 		t.Fatalf("configuring the foreign WireGuard device %s: %v", name, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
 	"github.com/fednet/fednet/internal/dataplane/wireguard"
@@ -514,23 +515,23 @@ func twoGatewaysPhase(t *testing.T, phase string) {
 		}
 		// Without any traffic, the lower key (a) initiates the handshake
 		// of the new link.
-		err := nstest.WaitFor(10*time.Second, func() error {
+		err := await.Poll(10*time.Second, await.NoError(func() error {
 			for _, p := range kernelDevice(t, "fed0").Peers {
 				if p.LastHandshakeTime.IsZero() {
 					return fmt.Errorf("no handshake with %s yet", p.PublicKey)
 				}
 			}
 			return nil
-		})
+		}))
 		if err != nil {
 			t.Fatalf("a did not start the handshake by itself: %v", err)
 		}
 		var out []byte
-		err = nstest.WaitFor(15*time.Second, func() error {
+		err = await.Poll(15*time.Second, await.NoError(func() error {
 			var err error
 			out, err = exec.Command("ping", "-c", "1", "-W", "1", "10.255.0.2").CombinedOutput()
 			return err
-		})
+		}))
 		if err != nil {
 			t.Fatalf("ping 10.255.0.2 through the tunnel: %v\n%s", err, out)
 		}
@@ -619,7 +620,7 @@ func TestLinuxReplacesHungDevice(t *testing.T) {
 	if err := syscall.Kill(old[0], syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	err = nstest.WaitFor(5*time.Second, func() error {
+	err = await.Poll(5*time.Second, await.NoError(func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", old[0]))
 		if err != nil {
 			return err
@@ -628,7 +629,7 @@ func TestLinuxReplacesHungDevice(t *testing.T) {
 			return fmt.Errorf("process %d is not stopped: %s", old[0], s)
 		}
 		return nil
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/vishvananda/netlink"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
 	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
@@ -185,11 +186,11 @@ func TestLinuxBridgeTwoGateways(t *testing.T) {
 	b.RunPhase(t, "b-up", env...)
 	a.RunPhase(t, "a-up", env...)
 	var out string
-	err := nstest.WaitFor(20*time.Second, func() error {
+	err := await.Poll(20*time.Second, await.NoError(func() error {
 		o, err := exec.Command("ip", "netns", "exec", ha.Name, "ping", "-c", "1", "-W", "1", "192.168.50.2").CombinedOutput()
 		out = string(o)
 		return err
-	})
+	}))
 	if err != nil {
 		t.Errorf("ping from host A to host B across the bridged network: %v\n%s", err, out)
 	} else {
@@ -377,11 +378,11 @@ func neighborPhase(t *testing.T, phase string) {
 		}
 		t.Logf("host changes:\n%s", render(changes))
 		var out []byte
-		err = nstest.WaitFor(15*time.Second, func() error {
+		err = await.Poll(15*time.Second, await.NoError(func() error {
 			var err error
 			out, err = exec.Command("ping", "-c", "1", "-W", "1", "192.168.50.1").CombinedOutput()
 			return err
-		})
+		}))
 		if err != nil {
 			t.Fatalf("ping through the neighbor tunnel: %v\n%s", err, out)
 		}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/fednet/fednet/internal/closeonexec"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
 )
 
@@ -12,6 +13,7 @@ import (
 const envWGDevChild = nstest.EnvWGDev
 
 func TestMain(m *testing.M) {
+	closeonexec.Inherited() // userspace devices it starts must not hold a flock around go test
 	nstest.WGDevChild()
 	os.Exit(m.Run())
 }

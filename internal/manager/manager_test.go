@@ -102,6 +102,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.name != "no data dir" {
 				tt.cfg.DataDir = t.TempDir()
+				tt.cfg.Store = openStore(t, tt.cfg.DataDir)
 			}
 			tt.cfg.Logf = t.Logf
 			m, err := New(tt.cfg)
@@ -134,12 +135,12 @@ func TestAdvertise(t *testing.T) {
 
 func TestSecondManagerRefused(t *testing.T) {
 	h := newHarness(t)
-	m, err := New(Config{DataDir: h.dir, Listen: "127.0.0.1:7443", Logf: t.Logf})
+	s, err := OpenStore(context.Background(), h.dir, false)
 	if err == nil {
-		m.Close()
+		s.Close()
 		t.Fatal("a second manager opened the same data directory")
 	}
-	if !strings.Contains(err.Error(), "another manager") {
+	if !strings.Contains(err.Error(), "another fednet manager") {
 		t.Errorf("error %q does not say another manager runs", err)
 	}
 }
@@ -148,7 +149,12 @@ func TestServerCertificateFollowsNames(t *testing.T) {
 	dir := t.TempDir()
 	open := func(sans ...string) (*Manager, []byte) {
 		t.Helper()
-		m, err := New(Config{DataDir: dir, Listen: "127.0.0.1:7443", SANs: sans, Logf: t.Logf})
+		st, err := OpenStore(context.Background(), dir, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		m, err := New(Config{DataDir: dir, Store: st, Listen: "127.0.0.1:7443", SANs: sans, Logf: t.Logf})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -590,7 +596,8 @@ func TestListenAndServe(t *testing.T) {
 	ln.Close()
 	log := &testLog{t: t}
 	t.Cleanup(log.stop)
-	m, err := New(Config{DataDir: t.TempDir(), Listen: addr, Logf: log.Logf})
+	dir := t.TempDir()
+	m, err := New(Config{DataDir: dir, Store: openStore(t, dir), Listen: addr, Logf: log.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

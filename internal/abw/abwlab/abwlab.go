@@ -1,4 +1,10 @@
-package abw
+// Package abwlab runs available-bandwidth estimates (package abw) between
+// the gateways of a lab (package lab): `fednet probe bandwidth --lab` and
+// the estimator's lab tests and accuracy runs (`make bench-abw`). It lives
+// apart from abw so that the agent, which links abw for its responder and
+// its on-demand estimates, never links the lab, its packet capture and its
+// namespace code; architecture_test.go enforces that.
+package abwlab
 
 import (
 	"context"
@@ -9,49 +15,50 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fednet/fednet/internal/abw"
 	"github.com/fednet/fednet/internal/lab"
 )
 
-// InLab estimates the available bandwidth from gateway from to gateway to
-// of a lab whose federation runs (the probes cross the tunnel between the
+// Estimate estimates the available bandwidth from gateway from to gateway
+// to of a lab whose federation runs (the probes cross the tunnel between the
 // gateways' transit addresses). The sender runs in this process inside
 // from's namespace; the receiver is the agent's responder on to, or, when
 // no agent listens there, a Responder this process runs in to's namespace
 // for the duration.
-func InLab(ctx context.Context, l *lab.Lab, from, to string, cfg Config) (Result, error) {
+func Estimate(ctx context.Context, l *lab.Lab, from, to string, cfg abw.Config) (abw.Result, error) {
 	gf, gt, err := labGateways(l, from, to)
 	if err != nil {
-		return Result{}, err
+		return abw.Result{}, err
 	}
 	src, err := TransitAddr(l, gf)
 	if err != nil {
-		return Result{}, err
+		return abw.Result{}, err
 	}
 	dst, err := TransitAddr(l, gt)
 	if err != nil {
-		return Result{}, err
+		return abw.Result{}, err
 	}
 	var rconn *net.UDPConn
-	err = gt.Do(func() (err error) { rconn, err = Listen(dst); return err })
+	err = gt.Do(func() (err error) { rconn, err = abw.Listen(dst); return err })
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE): // the agent answers
 	case err != nil:
-		return Result{}, err
+		return abw.Result{}, err
 	default:
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- NewResponder().Serve(rctx, rconn) }()
+		go func() { done <- abw.NewResponder().Serve(rctx, rconn) }()
 		defer func() { cancel(); <-done }()
 	}
 	var conn *net.UDPConn
 	if err := gf.Do(func() (err error) {
-		conn, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, Port)))
+		conn, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, abw.Port)))
 		return err
 	}); err != nil {
-		return Result{}, fmt.Errorf("available-bandwidth sender on %s: %w", from, err)
+		return abw.Result{}, fmt.Errorf("available-bandwidth sender on %s: %w", from, err)
 	}
 	defer conn.Close()
-	return Estimate(ctx, conn, cfg)
+	return abw.Estimate(ctx, conn, cfg)
 }
 
 func labGateways(l *lab.Lab, from, to string) (*lab.Node, *lab.Node, error) {
