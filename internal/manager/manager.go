@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/console"
 	"github.com/fednet/fednet/internal/manager/store"
 )
 
@@ -114,6 +115,8 @@ type Manager struct {
 
 	relay relay // measurement requests on their way to agents
 
+	console *console.Console // the web console, served under console.Prefix
+
 	stop context.CancelFunc // ends the background goroutines
 	bg   sync.WaitGroup     // the background goroutines
 	once sync.Once          // Close
@@ -166,6 +169,9 @@ func New(cfg Config) (*Manager, error) {
 	if err := m.load(context.Background()); err != nil {
 		return nil, err
 	}
+	if m.console, err = newConsole(m); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
 	m.bg.Go(func() { m.follow(ctx) })
@@ -177,6 +183,7 @@ func New(cfg Config) (*Manager, error) {
 // close the store (its opener does). Close is safe to call more than once.
 func (m *Manager) Close() error {
 	m.once.Do(func() {
+		m.console.Close()
 		m.stop()
 		m.bg.Wait()
 	})
