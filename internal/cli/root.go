@@ -13,11 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fednet/fednet/internal/closeonexec"
 	"github.com/fednet/fednet/internal/spec"
 )
 
 // Main runs the command line and returns the process exit status.
 func Main(args []string) int {
+	closeonexec.Inherited()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := NewRoot()
