@@ -1,16 +1,12 @@
 package dataplane
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -219,56 +215,15 @@ func nextEvent(t *testing.T, events <-chan TunnelEvent) TunnelEvent {
 // longest gap between two replies (the outage plus one interval).
 func pingThrough(t *testing.T, ns, addr string, fault func()) time.Duration {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", ns, "ping", "-D", "-n", "-i", "0.01", "-W", "1", "-w", "60", addr)
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	replies := func(after time.Time) int {
-		n := 0
-		for _, at := range replyTimes(out.String()) {
-			if at.After(after) {
-				n++
-			}
-		}
-		return n
-	}
-	await.Until(t, 10*time.Second, func() (bool, string) { return replies(time.Time{}) >= 10, "no replies yet:\n" + out.String() })
+	p := nstest.StartPing(t, ns, addr, 10*time.Millisecond)
+	defer p.Stop()
+	await.Until(t, 10*time.Second, func() (bool, string) { return len(p.Replies()) >= 10, "no replies yet:\n" + p.Output() })
 	at := time.Now()
 	fault()
 	await.Until(t, 20*time.Second, func() (bool, string) {
-		return replies(at) >= 20, "traffic did not resume:\n" + tail(out.String(), 600)
+		return nstest.After(p.Replies(), at) >= 20, "traffic did not resume:\n" + tail(p.Output(), 600)
 	})
-	times := replyTimes(out.String())
-	var gap time.Duration
-	for i := 1; i < len(times); i++ {
-		gap = max(gap, times[i].Sub(times[i-1]))
-	}
-	return gap.Round(time.Millisecond)
-}
-
-// replyTimes returns the times of the replies in ping -D's output.
-func replyTimes(out string) []time.Time {
-	var times []time.Time
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "[") || !strings.Contains(line, "bytes from") {
-			continue
-		}
-		end := strings.IndexByte(line, ']')
-		f, err := strconv.ParseFloat(line[1:end], 64)
-		if err != nil {
-			continue
-		}
-		times = append(times, time.Unix(0, int64(f*1e9)))
-	}
-	return times
+	return nstest.LongestGap(p.Replies()).Round(time.Millisecond)
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -282,22 +237,4 @@ func tail(s string, n int) string {
 		return "..." + s[len(s)-n:]
 	}
 	return s
-}
-
-// syncBuffer is a bytes.Buffer a process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

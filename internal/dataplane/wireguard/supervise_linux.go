@@ -334,7 +334,7 @@ func (d *Driver) adopt(name string) {
 	d.supMu.Lock()
 	_, ok := d.watches[name]
 	d.supMu.Unlock()
-	if ok {
+	if ok || !d.supervising() {
 		return
 	}
 	if pid := socketOwner(filepath.Join(socketDir, name+".sock")); pid > 0 {
