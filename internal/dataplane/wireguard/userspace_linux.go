@@ -2,19 +2,25 @@ package wireguard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/fednet/fednet/internal/wgdev"
+	"github.com/fednet/fednet/internal/wgdev/fallback"
 )
 
 // socketDir is where userspace WireGuard devices put their UAPI sockets.
@@ -23,10 +29,11 @@ const socketDir = "/var/run/wireguard"
 // userspaceStartTimeout bounds the wait for a new userspace device.
 const userspaceStartTimeout = 5 * time.Second
 
-// startUserspace starts WGDevCommand+name as a detached process (its own
+// startUserspace starts WGDevCommand+name (with the TCP fallback on
+// fallbackPort unless 0) as a detached process (its own
 // session, stdin /dev/null, output appended to the log file) that outlives
 // the agent, and waits until its device answers on its UAPI socket.
-func (d *Driver) startUserspace(ctx context.Context, name string) error {
+func (d *Driver) startUserspace(ctx context.Context, name string, fallbackPort int) error {
 	logPath := d.cfg.WGDevLog
 	if logPath == "" {
 		logPath = filepath.Join(socketDir, name+".log")
@@ -41,7 +48,7 @@ func (d *Driver) startUserspace(ctx context.Context, name string) error {
 	defer logFile.Close()
 	logStart, _ := logFile.Seek(0, io.SeekEnd)
 
-	argv, err := d.wgdevCommand(name)
+	argv, err := d.wgdevCommand(name, fallbackPort)
 	if err != nil {
 		return err
 	}
@@ -144,8 +151,9 @@ func (d *Driver) deviceAnswers(ctx context.Context, name string) bool {
 	return err == nil
 }
 
-// wgdevCommand returns the argv that starts the userspace device name.
-func (d *Driver) wgdevCommand(name string) ([]string, error) {
+// wgdevCommand returns the argv that starts the userspace device name,
+// with the TCP fallback on fallbackPort unless 0.
+func (d *Driver) wgdevCommand(name string, fallbackPort int) ([]string, error) {
 	argv := d.cfg.WGDevCommand
 	if len(argv) == 0 {
 		exe, err := os.Executable()
@@ -154,7 +162,11 @@ func (d *Driver) wgdevCommand(name string) ([]string, error) {
 		}
 		argv = []string{exe, "wgdev"}
 	}
-	return append(slices.Clone(argv), name), nil
+	argv = slices.Clone(argv)
+	if fallbackPort != 0 {
+		argv = append(argv, "--tcp-fallback", strconv.Itoa(fallbackPort))
+	}
+	return append(argv, name), nil
 }
 
 func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) bool {
@@ -189,4 +201,19 @@ func logTail(path string, offset int64) string {
 		return " (log " + path + " is empty)"
 	}
 	return "; log " + path + ":\n" + s
+}
+
+// readFallback fills in the fallback of the userspace device name from
+// the status file its bind writes (none: no fallback).
+func readFallback(name string, dev *Device) error {
+	st, err := fallback.ReadStatus(wgdev.FallbackStatusPath(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	dev.FallbackPort = int(st.ListenPort)
+	dev.OnStream = st.TCP
+	return nil
 }

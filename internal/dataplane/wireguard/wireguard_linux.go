@@ -40,6 +40,11 @@ func (d *Driver) Read(ctx context.Context, link tunnel.Interface) (tunnel.Device
 		d.logf("wireguard: %s is a TUN interface but no userspace WireGuard device answers (%v)", link.Name, err)
 		return nil, nil
 	}
+	if link.Kind == KindUserspace {
+		if err := readFallback(link.Name, dev); err != nil {
+			return nil, fmt.Errorf("reading WireGuard device %s: %w", link.Name, err)
+		}
+	}
 	return dev, nil
 }
 
@@ -171,7 +176,7 @@ func (o linkAdd) exec(ctx context.Context, d *Driver) (tunnel.Change, error) {
 		}
 	}
 	if made.mode == Userspace {
-		if err := d.startUserspace(ctx, o.name); err != nil {
+		if err := d.startUserspace(ctx, o.name, o.fallbackPort); err != nil {
 			return made.Change(), err
 		}
 	}
