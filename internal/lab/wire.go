@@ -93,30 +93,9 @@ func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...n
 		if err != nil {
 			return r, fmt.Errorf("reading capture %s after %d IP packets: %w", pcapPath, r.Packets, err)
 		}
-		// Find the IP header.
-		var etype layers.EthernetType
-		payload := data
-		switch link {
-		case layers.LinkTypeEthernet:
-			if eth.DecodeFromBytes(data, df) != nil {
-				continue
-			}
-			etype, payload = eth.EthernetType, eth.Payload
-		case layers.LinkTypeLinuxSLL:
-			if sll.DecodeFromBytes(data, df) != nil {
-				continue
-			}
-			etype, payload = sll.EthernetType, sll.Payload
-		default:
-			if len(data) == 0 {
-				continue
-			}
-			switch data[0] >> 4 {
-			case 4:
-				etype = layers.EthernetTypeIPv4
-			case 6:
-				etype = layers.EthernetTypeIPv6
-			}
+		etype, payload, ok := ipOf(link, data, &eth, &sll)
+		if !ok {
+			continue
 		}
 		var src, dst netip.Addr
 		var proto layers.IPProtocol
@@ -275,4 +254,32 @@ func sample(list []string, s string) []string {
 		list = append(list, s)
 	}
 	return list
+}
+
+// ipOf finds the IP header in a captured frame of link type link, decoding
+// into eth or sll; ok is false for a frame that does not parse.
+func ipOf(link layers.LinkType, data []byte, eth *layers.Ethernet, sll *layers.LinuxSLL) (etype layers.EthernetType, payload []byte, ok bool) {
+	df := gopacket.NilDecodeFeedback
+	switch link {
+	case layers.LinkTypeEthernet:
+		if eth.DecodeFromBytes(data, df) != nil {
+			return 0, nil, false
+		}
+		return eth.EthernetType, eth.Payload, true
+	case layers.LinkTypeLinuxSLL:
+		if sll.DecodeFromBytes(data, df) != nil {
+			return 0, nil, false
+		}
+		return sll.EthernetType, sll.Payload, true
+	}
+	if len(data) == 0 {
+		return 0, nil, false
+	}
+	switch data[0] >> 4 {
+	case 4:
+		etype = layers.EthernetTypeIPv4
+	case 6:
+		etype = layers.EthernetTypeIPv6
+	}
+	return etype, data, true
 }
