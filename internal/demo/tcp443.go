@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"slices"
 	"time"
 
@@ -92,13 +91,7 @@ type TCP443Report struct {
 // an error; an error means the scenario could not run.
 func RunTCP443(ctx context.Context, cfg TCP443Config) (*TCP443Report, error) {
 	start := time.Now()
-	out := cfg.Progress
-	if out == nil {
-		out = io.Discard
-	}
-	step := func(format string, args ...any) {
-		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-	}
+	step := stepper(cfg.Progress, start)
 	if cfg.Sites == 0 {
 		cfg.Sites = 3
 	}
@@ -114,12 +107,9 @@ func RunTCP443(ctx context.Context, cfg TCP443Config) (*TCP443Report, error) {
 	if cfg.ReturnTimeout == 0 {
 		cfg.ReturnTimeout = 120 * time.Second
 	}
-	if cfg.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the fednet executable: %w", err)
-		}
-		cfg.Binary = exe
+	var err error
+	if cfg.Binary, err = binaryOr(cfg.Binary); err != nil {
+		return nil, err
 	}
 	specYAML, err := GenerateSpecYAML(cfg.Sites)
 	if err != nil {
@@ -156,15 +146,7 @@ func RunTCP443(ctx context.Context, cfg TCP443Config) (*TCP443Report, error) {
 	}()
 
 	r := &TCP443Report{Site: cfg.Blocked}
-	check := func(name string, ok bool, format string, args ...any) {
-		c := Check{Name: name, Passed: ok, Detail: fmt.Sprintf(format, args...)}
-		r.Checks = append(r.Checks, c)
-		mark := "ok  "
-		if !ok {
-			mark = "FAIL"
-		}
-		step("%s %s: %s", mark, name, c.Detail)
-	}
+	check := checker(&r.Checks, step)
 
 	if err := l.SetUDPBlocked(ctx, cfg.Blocked, true); err != nil {
 		return r, err

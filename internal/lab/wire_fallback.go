@@ -2,9 +2,7 @@ package lab
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"slices"
 
@@ -56,11 +54,6 @@ func (r FallbackWireReport) String() string {
 // and a control address count in Control only (and in Plaintext if so).
 func AnalyzeFallback(pcapPath string, gw netip.Addr, port int, overlay netip.Prefix, inner []netip.Addr, control ...netip.Addr) (FallbackWireReport, error) {
 	var r FallbackWireReport
-	src, link, closeFn, err := openPcap(pcapPath)
-	if err != nil {
-		return r, err
-	}
-	defer closeFn()
 	var pairs [][]byte
 	for _, a := range inner {
 		for _, b := range inner {
@@ -71,28 +64,18 @@ func AnalyzeFallback(pcapPath string, gw netip.Addr, port int, overlay netip.Pre
 		}
 	}
 	var (
-		eth layers.Ethernet
-		sll layers.LinuxSLL
 		ip4 layers.IPv4
 		tcp layers.TCP
 	)
 	df := gopacket.NilDecodeFeedback
-	for {
-		data, _, err := src.ReadPacketData()
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break
-		}
-		if err != nil {
-			return r, fmt.Errorf("reading capture %s: %w", pcapPath, err)
-		}
-		etype, payload, ok := ipOf(link, data, &eth, &sll)
-		if !ok || etype != layers.EthernetTypeIPv4 || ip4.DecodeFromBytes(payload, df) != nil {
-			continue
+	err := eachIP(pcapPath, func(etype layers.EthernetType, payload []byte) {
+		if etype != layers.EthernetTypeIPv4 || ip4.DecodeFromBytes(payload, df) != nil {
+			return
 		}
 		s, _ := netip.AddrFromSlice(ip4.SrcIP.To4())
 		d, _ := netip.AddrFromSlice(ip4.DstIP.To4())
 		if s != gw && d != gw {
-			continue
+			return
 		}
 		desc := fmt.Sprintf("%v %s > %s", ip4.Protocol, s, d)
 		plain := overlay.Contains(s) || overlay.Contains(d)
@@ -105,7 +88,7 @@ func AnalyzeFallback(pcapPath string, gw netip.Addr, port int, overlay netip.Pre
 		}
 		if slices.Contains(control, s) || slices.Contains(control, d) {
 			r.Control++
-			continue
+			return
 		}
 		r.Packets++
 		switch ip4.Protocol {
@@ -118,7 +101,7 @@ func AnalyzeFallback(pcapPath string, gw netip.Addr, port int, overlay netip.Pre
 				if tlsRecord(tcp.Payload) {
 					r.TLSRecords++
 				}
-				continue
+				return
 			}
 			r.Other++
 			r.Samples = sample(r.Samples, desc)
@@ -126,8 +109,8 @@ func AnalyzeFallback(pcapPath string, gw netip.Addr, port int, overlay netip.Pre
 			r.Other++
 			r.Samples = sample(r.Samples, desc)
 		}
-	}
-	return r, nil
+	})
+	return r, err
 }
 
 // tlsRecord reports whether p starts with a TLS record header.
