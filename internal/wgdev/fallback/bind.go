@@ -138,7 +138,9 @@ func New(cfg Config) (*Bind, error) {
 	// The certificate is not checked: WireGuard authenticates the peer
 	// inside the stream (package doc).
 	b.clientTLS = &tls.Config{ServerName: name, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13} //nolint:gosec
-	b.status = Status{ListenPort: cfg.ListenPort, DialPort: cfg.DialPort}
+	// The status file tells the data plane the device's fallback from the
+	// start, before wireguard-go opens the bind.
+	b.writeStatusLocked()
 	return b, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -161,7 +162,11 @@ func TestFallbackAndBack(t *testing.T) {
 	policy := fallback.PolicyConfig{After: 300 * time.Millisecond, RetryUDP: time.Second, Redial: 300 * time.Millisecond}
 	udp := &blocker{Bind: conn.NewStdNetBind()}
 	udp.blocked.Store(true)
-	a := newNode(t, "10.0.0.1", fallback.Config{UDP: udp, DialPort: tcpPort, Policy: policy})
+	statusPath := filepath.Join(t.TempDir(), "fed0.fallback.json")
+	a := newNode(t, "10.0.0.1", fallback.Config{UDP: udp, DialPort: tcpPort, Policy: policy, StatusPath: statusPath})
+	if st, err := fallback.ReadStatus(statusPath); err != nil || st.DialPort != tcpPort || len(st.TCP) != 0 {
+		t.Fatalf("status file before any traffic: %+v, %v", st, err)
+	}
 	b := newNode(t, "10.0.0.2", fallback.Config{ListenPort: tcpPort, DialPort: tcpPort, Policy: policy})
 	a.peer(t, b, true)
 	b.peer(t, a, false) // b answers only, as a gateway whose peer is behind NAT
@@ -172,6 +177,9 @@ func TestFallbackAndBack(t *testing.T) {
 	bEndpoint := fmt.Sprintf("127.0.0.1:%d", b.port)
 	if got := a.bind.Status().Transport(bEndpoint); got != backend.TransportTCP443 {
 		t.Errorf("a's transport to b = %s, want tcp443 (status %+v)", got, a.bind.Status())
+	}
+	if st, err := fallback.ReadStatus(statusPath); err != nil || st.Transport(endpoint(t, a)) != backend.TransportTCP443 {
+		t.Errorf("a's status file: %+v, %v; want its endpoint of b %s on tcp443", st, err, endpoint(t, a))
 	}
 	if s := b.bind.Status(); len(s.TCP) != 1 {
 		t.Errorf("b's status lists %d streams, want 1: %+v", len(s.TCP), s)

@@ -81,7 +81,7 @@ func (b *Bind) statusLocked() Status {
 // writeStatusLocked writes the status file when the status changed.
 func (b *Bind) writeStatusLocked() {
 	s := b.statusLocked()
-	if b.cfg.StatusPath == "" || (slices.Equal(s.TCP, b.status.TCP) && b.status.TCP != nil) {
+	if b.cfg.StatusPath == "" || (b.status.TCP != nil && slices.Equal(s.TCP, b.status.TCP)) {
 		b.status = s
 		return
 	}
