@@ -31,7 +31,10 @@ type PolicyConfig struct {
 	// stream be dialed (default DefaultAfter).
 	After time.Duration
 	// RetryUDP: a link on the stream sends one batch over UDP this often;
-	// an answer over UDP switches it back (default DefaultRetryUDP).
+	// an answer over UDP switches it back (default DefaultRetryUDP). The
+	// first probes come sooner: After after the switch, then twice the
+	// gap each time up to RetryUDP, so a link that fell back while its
+	// peer was still starting returns within seconds.
 	RetryUDP time.Duration
 	// Redial is the least time between two dials of one peer (default
 	// DefaultRedial).
@@ -81,9 +84,10 @@ type Action struct {
 //   - Once the stream is up and UDP is still silent, the link moves to the
 //     stream (StreamUp returns true; the bind replays the last initiation
 //     over it).
-//   - On the stream, one batch every RetryUDP goes over UDP instead (a
+//   - On the stream, a batch now and then goes over UDP instead (a
 //     probe: lost while UDP is blocked, which WireGuard and the traffic
-//     inside recover from). Any UDP packet from the peer moves the link
+//     inside recover from): After after the switch, then at twice the
+//     previous gap, at most RetryUDP apart. Any UDP packet from the peer moves the link
 //     back to UDP; the stream is read for Linger more, while the peer
 //     still answers over it, then closed.
 //   - A stream that breaks moves the link back to UDP with its silence
@@ -106,6 +110,7 @@ type peerState struct {
 	lastDial  time.Time
 	streamUp  bool
 	nextProbe time.Time
+	probeGap  time.Duration // the gap before nextProbe
 }
 
 // NewPolicy returns a policy with no peers.
@@ -139,7 +144,8 @@ func (p *Policy) Sent(dst netip.AddrPort, initiation bool, now time.Time) Action
 	}
 	if s.via == backend.TransportTCP443 {
 		if !now.Before(s.nextProbe) {
-			s.nextProbe = now.Add(p.cfg.RetryUDP)
+			s.probeGap = min(2*s.probeGap, p.cfg.RetryUDP)
+			s.nextProbe = now.Add(s.probeGap)
 			return Action{Via: backend.TransportUDP, Probe: true}
 		}
 		return Action{Via: backend.TransportTCP443}
@@ -213,7 +219,8 @@ func (p *Policy) StreamUp(dst netip.AddrPort, now time.Time) (use bool) {
 		return false
 	}
 	s.via, s.streamUp = backend.TransportTCP443, true
-	s.nextProbe = now.Add(p.cfg.RetryUDP)
+	s.probeGap = min(p.cfg.After, p.cfg.RetryUDP)
+	s.nextProbe = now.Add(s.probeGap)
 	return true
 }
 

@@ -78,20 +78,26 @@ func TestPolicyFallsBackAndReturns(t *testing.T) {
 	if v := p.Via(peer); v != backend.TransportTCP443 {
 		t.Fatalf("Via = %v after StreamUp", v)
 	}
-	for c.now().Before(up.Add(DefaultRetryUDP - time.Second)) {
-		if act := p.Sent(peer, false, c.add(time.Second)); act != (Action{Via: backend.TransportTCP443}) {
-			t.Fatalf("%v after StreamUp: %+v, want the stream", c.now().Sub(up), act)
+	// Probes after After, then at doubling gaps up to RetryUDP; the
+	// stream in between.
+	var probes []time.Duration
+	for c.now().Before(up.Add(3 * time.Minute)) {
+		act := p.Sent(peer, false, c.add(100*time.Millisecond))
+		switch {
+		case act.Probe && act.Via == backend.TransportUDP:
+			probes = append(probes, c.now().Sub(up))
+		case act != (Action{Via: backend.TransportTCP443}):
+			t.Fatalf("%v after StreamUp: %+v, want the stream or a probe", c.now().Sub(up), act)
 		}
 	}
-	if act := p.Sent(peer, false, c.add(time.Second)); act != (Action{Via: backend.TransportUDP, Probe: true}) {
-		t.Fatalf("at RetryUDP: %+v, want a UDP probe", act)
+	want := []time.Duration{3 * time.Second, 9 * time.Second, 21 * time.Second, 45 * time.Second, 75 * time.Second, 105 * time.Second, 135 * time.Second, 165 * time.Second}
+	if len(probes) != len(want) {
+		t.Fatalf("probes at %v, want %v", probes, want)
 	}
-	if act := p.Sent(peer, false, c.add(time.Millisecond)); act.Via != backend.TransportTCP443 {
-		t.Fatalf("right after the probe: %+v, want the stream", act)
-	}
-	// The probe is lost: 30 s later the next one.
-	if act := p.Sent(peer, false, c.add(DefaultRetryUDP)); !act.Probe {
-		t.Fatalf("a retry later: %+v, want a probe", act)
+	for i := range want {
+		if d := probes[i] - want[i]; d < 0 || d > 100*time.Millisecond {
+			t.Fatalf("probes at %v, want %v", probes, want)
+		}
 	}
 	if !p.ReceivedUDP(peer, c.add(10*time.Millisecond)) {
 		t.Fatal("ReceivedUDP on the stream = false, want back to UDP")
