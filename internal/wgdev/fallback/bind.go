@@ -31,6 +31,9 @@ const (
 	WriteTimeout = 5 * time.Second
 	// MaxStreams bounds the streams a bind accepts at once.
 	MaxStreams = 256
+	// IdleTimeout closes a stream that carried nothing for this long (a
+	// fednet link never idles: its probes cross it every second).
+	IdleTimeout = 3 * time.Minute
 	// streamBuffer is the size of a stream's read and write buffers.
 	streamBuffer = 64 << 10
 )
@@ -250,6 +253,18 @@ func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 		return st.write(bufs)
 	}
 	return b.udp.Send(bufs, ep)
+}
+
+// message reports whether p looks like a WireGuard message: a type 1-4
+// (little-endian, 4 bytes) and at least the 32 bytes of the smallest. A
+// frame that does not is no peer of ours (an HTTP client, a scanner): its
+// stream is closed.
+func message(p []byte) bool {
+	if len(p) < 32 {
+		return false
+	}
+	t := binary.LittleEndian.Uint32(p)
+	return t >= 1 && t <= 4
 }
 
 // initiation returns the handshake initiation among bufs, nil for none.
@@ -485,9 +500,15 @@ func (b *Bind) read(s *session, st *stream, ep conn.Endpoint, done func()) {
 	}
 	r := bufio.NewReaderSize(st.c, streamBuffer)
 	buf := make([]byte, MaxPacket)
+	var deadline time.Time
 	for {
+		// The deadline moves at most every few seconds, not per frame.
+		if now := b.now(); deadline.Sub(now) < IdleTimeout-5*time.Second {
+			deadline = now.Add(IdleTimeout)
+			st.c.SetReadDeadline(deadline)
+		}
 		n, err := ReadFrame(r, buf)
-		if err != nil {
+		if err != nil || !message(buf[:n]) {
 			return
 		}
 		p := getBuf(n)

@@ -2,11 +2,14 @@ package fallback_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -246,4 +249,29 @@ func endpoint(t *testing.T, n *node) string {
 		}
 	}
 	return ""
+}
+
+// TestStrangerClosed: a TLS client that speaks HTTP to the fallback port
+// is disconnected at its first frame, and lists no stream.
+func TestStrangerClosed(t *testing.T) {
+	tcpPort := uint16(freePort(t, "tcp"))
+	b := newNode(t, "10.0.0.2", fallback.Config{ListenPort: tcpPort, DialPort: tcpPort})
+	c, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", tcpPort), &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: fednet\r\n\r\n" + strings.Repeat("x", 20000))); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("read after an HTTP request = %d, %v; want the stream closed", n, err)
+	}
+	await.Until(t, 5*time.Second, await.NoError(func() error {
+		if s := b.bind.Status(); len(s.TCP) != 0 {
+			return fmt.Errorf("status lists the stranger: %+v", s)
+		}
+		return nil
+	}))
 }
