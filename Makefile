@@ -60,6 +60,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzPlanOwnership -fuzztime=$(FUZZTIME) ./internal/dataplane
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./internal/probe
 	$(GO) test -run='^$$' -fuzz='^FuzzParseJoinToken$$' -fuzztime=$(FUZZTIME) ./internal/api
+	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=$(FUZZTIME) ./internal/wgdev/fallback
 
 test: deps build check unit fuzz
 

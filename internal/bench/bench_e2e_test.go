@@ -86,11 +86,15 @@ func TestBenchQuick(t *testing.T) {
 
 	built := filepath.Join(dir, "built")
 	run(ctx, t, "bench", "--quick", "--spec", specPath, "--name", name, "--keep", "--out", built)
-	checkOutputs(t, built, 2)
+	// routed, bridged, and tcp443: routed with the second site's UDP
+	// blocked, its link on the TCP fallback.
+	if r := checkOutputs(t, built, 3); r.Modes[2].Mode != bench.TCP443 {
+		t.Errorf("third mode %q, want %s", r.Modes[2].Mode, bench.TCP443)
+	}
 
 	byName := filepath.Join(dir, "by-name")
 	run(ctx, t, "bench", "--quick", "--lab", name, "--out", byName)
-	r := checkOutputs(t, byName, 2)
+	r := checkOutputs(t, byName, 3)
 	if r.Target.Lab != name || r.Target.Spec == "" {
 		t.Errorf("target %+v: want lab %s and its saved spec", r.Target, name)
 	}

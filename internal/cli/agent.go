@@ -343,18 +343,26 @@ func printChanges(w interface{ Write([]byte) (int, error) }, changes []dataplane
 }
 
 func newWgdevCmd() *cobra.Command {
-	return &cobra.Command{
+	var fallbackPort uint16
+	cmd := &cobra.Command{
 		Use:   "wgdev IFNAME",
 		Short: "Run a userspace WireGuard device (started by the agent when the kernel has no WireGuard)",
 		Long: `Wgdev creates the TUN interface IFNAME and runs WireGuard on it in userspace
 (wireguard-go), with the standard control socket /var/run/wireguard/IFNAME.sock
 that "wg" and the agent configure it through. It runs until the interface is
 deleted or it gets SIGTERM. The agent starts it by itself when needed; you
-rarely run it by hand.`,
+rarely run it by hand.
+
+With --tcp-fallback PORT, a peer whose UDP is blocked is reached over TLS on
+TCP PORT instead (docs/interop.md): the device accepts such streams on PORT,
+and dials a peer's PORT when a handshake sent over UDP goes unanswered for
+3 s; it goes back to UDP when UDP answers again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			logger := log.New(os.Stderr, "wgdev: ", log.LstdFlags)
-			return wgdev.Run(cmd.Context(), args[0], logger.Printf)
+			return wgdev.Run(cmd.Context(), args[0], logger.Printf, wgdev.WithFallback(fallbackPort))
 		},
 	}
+	cmd.Flags().Uint16Var(&fallbackPort, "tcp-fallback", 0, "TCP port of the UDP-blocked fallback (TLS streams), 0 for none; the agent passes the plan's (443 by default)")
+	return cmd
 }

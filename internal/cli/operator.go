@@ -609,10 +609,10 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 		return v, func(w io.Writer, now time.Time) {
 			tw := newTable(w)
 			priced := anyPriced(v)
-			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
+			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tTRANSPORT\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
 			for _, l := range v {
 				rtt, loss := probeFigures(l.Probe)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), dash(esc(string(l.Transport))), rtt, loss, ago(l.LastHandshake, now),
 					dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
 			}
 			tw.Flush()

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -222,9 +221,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	step := func(format string, args ...any) {
-		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-	}
+	step := stepper(out, start)
 	if cfg.Sites == 0 {
 		cfg.Sites = 3
 	}
@@ -237,12 +234,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.ConvergeTimeout == 0 {
 		cfg.ConvergeTimeout = 30 * time.Second
 	}
-	if cfg.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the fednet executable: %w", err)
-		}
-		cfg.Binary = exe
+	var err error
+	if cfg.Binary, err = binaryOr(cfg.Binary); err != nil {
+		return nil, err
 	}
 	specYAML := cfg.SpecYAML
 	if specYAML == "" {
@@ -300,15 +294,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, s := range l.Sites() {
 		r.Hosts += len(l.Hosts(s))
 	}
-	check := func(name string, ok bool, format string, args ...any) {
-		c := Check{Name: name, Passed: ok, Detail: fmt.Sprintf(format, args...)}
-		r.Checks = append(r.Checks, c)
-		mark := "ok  "
-		if !ok {
-			mark = "FAIL"
-		}
-		step("%s %s: %s", mark, name, c.Detail)
-	}
+	check := checker(&r.Checks, step)
 	fmt.Fprintf(out, "\nAddress plan:\n%s\n", r.AddressPlan)
 
 	sites := l.Sites()

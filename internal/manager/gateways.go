@@ -505,7 +505,8 @@ func links(st *state, reps map[string]report, now time.Time) []api.Link {
 			}
 			out = append(out, api.Link{
 				From: name, To: l.Peer,
-				Up:       established && (l.Probe == nil || l.Probe.Up),
+				Up:      established && (l.Probe == nil || l.Probe.Up),
+				Backend: l.Backend, Transport: l.Transport,
 				Endpoint: l.Endpoint, LastHandshake: hs,
 				RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 				Probe: l.Probe, AvailableBandwidth: l.AvailableBandwidth,

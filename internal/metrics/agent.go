@@ -198,7 +198,7 @@ func (a *Agent) linkLabelValues(peer string) []string {
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLinkUp, descLoss, descJitter, descHandshakeAge, descRx, descTx, descABW, descRevision} {
+	for _, d := range []*prometheus.Desc{descLinkUp, descLoss, descJitter, descHandshakeAge, descRx, descTx, descABW, descRevision, descTransport} {
 		ch <- d
 	}
 }
@@ -227,6 +227,9 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		})
 		if v, ok := a.AvailableBandwidth(l.Peer); ok {
 			ch <- prometheus.MustNewConstMetric(descABW, prometheus.GaugeValue, v/8, lv...)
+		}
+		if l.Transport != "" {
+			ch <- prometheus.MustNewConstMetric(descTransport, prometheus.GaugeValue, 1, append(lv, string(l.Transport))...)
 		}
 	}
 }

@@ -327,9 +327,15 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		}
 		t.Address = netip.PrefixFrom(self.TransitAddress, ov.Transit.Bits())
 		t.MTU, t.MTUReason = tunnelMTUOf(a.v, site, self, b)
+		g.Firewall.Public = append(g.Firewall.Public, info.Public(t.ListenPort)...)
+		// The UDP-blocked fallback carries WireGuard's packets in a TLS
+		// stream; TCP segments the stream, so it does not lower the MTU.
+		if port := ov.TCPFallbackPort(); port != 0 && b == backend.WireGuard {
+			t.FallbackPort = port
+			g.Firewall.Public = append(g.Firewall.Public, backend.Port{Protocol: backend.TCP, Port: port})
+		}
 		g.Tunnels = append(g.Tunnels, t)
 		g.Firewall.Tunnels = append(g.Firewall.Tunnels, t.Name)
-		g.Firewall.Public = append(g.Firewall.Public, info.Public(t.ListenPort)...)
 	}
 	slices.Sort(g.Firewall.Tunnels)
 	slices.SortFunc(g.Firewall.Public, func(x, y backend.Port) int {

@@ -19,7 +19,11 @@ func (g Gateway) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gateway %s (site %s, federation %s)\n", g.Name, g.Site, g.Federation)
 	for _, t := range g.Tunnels {
-		fmt.Fprintf(&b, "  interface %s (%s) address %s listen-port %d mtu %d\n", t.Name, t.Backend, t.Address, t.ListenPort, t.MTU)
+		fmt.Fprintf(&b, "  interface %s (%s) address %s listen-port %d mtu %d", t.Name, t.Backend, t.Address, t.ListenPort, t.MTU)
+		if t.FallbackPort != 0 {
+			fmt.Fprintf(&b, " fallback tcp/%d", t.FallbackPort)
+		}
+		b.WriteString("\n")
 		fmt.Fprintf(&b, "    mtu: %s\n", t.MTUReason)
 	}
 	for _, p := range g.Peers {

@@ -125,6 +125,11 @@ type Tunnel struct {
 	Name string `json:"name"`
 	// ListenPort is the UDP port the tunnel receives on, 0 for none.
 	ListenPort int `json:"listenPort"`
+	// FallbackPort is the TCP port of the UDP-blocked fallback (WireGuard
+	// packets in a TLS stream): the tunnel accepts streams on it and dials
+	// its peers' on it. 0 when the fallback is off (spec
+	// overlay.fallback).
+	FallbackPort int `json:"fallbackPort,omitempty"`
 	// Address is the transit address with the transit prefix length, so the
 	// whole transit prefix is on-link through the tunnel interface.
 	Address netip.Prefix `json:"address"`

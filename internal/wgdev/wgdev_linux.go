@@ -8,7 +8,6 @@ import (
 	"os"
 	"sync"
 
-	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
 	"golang.zx2c4.com/wireguard/tun"
@@ -29,7 +28,9 @@ import (
 // wireguard-go's error messages and Run's own notices; nil discards them.
 // Run fails at once if the interface cannot be created or the socket is in
 // use by another live device.
-func Run(ctx context.Context, name string, logf func(string, ...any)) error {
+//
+// Options add to the device: WithFallback gives it the TCP fallback.
+func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Option) error {
 	if err := validName(name); err != nil {
 		return err
 	}
@@ -60,7 +61,18 @@ func Run(ctx context.Context, name string, logf func(string, ...any)) error {
 			logf("wgdev %s: "+format, append([]any{name}, args...)...)
 		}
 	}
-	dev := device.NewDevice(tdev, conn.NewDefaultBind(), logger)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	bind, cleanup, err := newBind(name, o, logf)
+	if err != nil {
+		tdev.Close()
+		file.Close()
+		return err
+	}
+	defer cleanup()
+	dev := device.NewDevice(tdev, bind, logger)
 	defer dev.Close()
 
 	uapi, err := ipc.UAPIListen(name, file)

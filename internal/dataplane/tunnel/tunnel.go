@@ -157,6 +157,9 @@ type LinkState struct {
 	LastHandshake time.Time
 	// Endpoint is the peer's current endpoint (ip:port), "" when unknown.
 	Endpoint string
+	// Transport is how the link's packets travel now (backend.TransportUDP
+	// or TransportTCP443 for WireGuard), "" when the backend does not say.
+	Transport backend.Transport
 	// RxBytes and TxBytes count what the tunnel carried from and to the
 	// peer.
 	RxBytes, TxBytes int64

@@ -162,7 +162,12 @@ func (d *Driver) restartLocked(w *watch, cause string, n int, noticed time.Time)
 	mtu := link.Attrs().MTU
 	ctx, cancel := context.WithTimeout(context.Background(), userspaceStartTimeout+d.cfg.Timeout)
 	defer cancel()
-	p, err := d.startUserspace(ctx, w.name)
+	snap := d.snapshot(w.name)
+	fallbackPort := 0
+	if snap != nil {
+		fallbackPort = snap.FallbackPort
+	}
+	p, err := d.startUserspace(ctx, w.name, fallbackPort)
 	if err != nil {
 		lost(err)
 		return
@@ -176,7 +181,6 @@ func (d *Driver) restartLocked(w *watch, cause string, n int, noticed time.Time)
 			errs = append(errs, fmt.Errorf("setting MTU %d: %w", mtu, err))
 		}
 	}
-	snap := d.snapshot(w.name)
 	if snap != nil {
 		if err := d.restore(ctx, w.name, snap); err != nil {
 			errs = append(errs, err)

@@ -2,19 +2,25 @@ package wireguard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/fednet/fednet/internal/wgdev"
+	"github.com/fednet/fednet/internal/wgdev/fallback"
 )
 
 // socketDir is where userspace WireGuard devices put their UAPI sockets.
@@ -32,13 +38,14 @@ type process struct {
 	err  error
 }
 
-// startUserspace starts WGDevCommand+name as a detached process (its own
+// startUserspace starts WGDevCommand+name (with the TCP fallback on
+// fallbackPort unless 0) as a detached process (its own
 // session, stdin /dev/null, output appended to the log file) that outlives
 // the agent, and waits until its device answers on its UAPI socket. When
 // no interface name exists it first makes it a persistent TUN (see
 // makePersistentTUN), which the process attaches to; when one exists (a
 // replaced process), the process attaches to it.
-func (d *Driver) startUserspace(ctx context.Context, name string) (*process, error) {
+func (d *Driver) startUserspace(ctx context.Context, name string, fallbackPort int) (*process, error) {
 	logPath := d.cfg.WGDevLog
 	if logPath == "" {
 		logPath = filepath.Join(socketDir, name+".log")
@@ -53,7 +60,7 @@ func (d *Driver) startUserspace(ctx context.Context, name string) (*process, err
 	defer logFile.Close()
 	logStart, _ := logFile.Seek(0, io.SeekEnd)
 
-	argv, err := d.wgdevCommand(name)
+	argv, err := d.wgdevCommand(name, fallbackPort)
 	if err != nil {
 		return nil, err
 	}
@@ -205,8 +212,9 @@ func (d *Driver) deviceAnswers(ctx context.Context, name string) bool {
 	return err == nil
 }
 
-// wgdevCommand returns the argv that starts the userspace device name.
-func (d *Driver) wgdevCommand(name string) ([]string, error) {
+// wgdevCommand returns the argv that starts the userspace device name,
+// with the TCP fallback on fallbackPort unless 0.
+func (d *Driver) wgdevCommand(name string, fallbackPort int) ([]string, error) {
 	argv := d.cfg.WGDevCommand
 	if len(argv) == 0 {
 		exe, err := os.Executable()
@@ -215,7 +223,11 @@ func (d *Driver) wgdevCommand(name string) ([]string, error) {
 		}
 		argv = []string{exe, "wgdev"}
 	}
-	return append(slices.Clone(argv), name), nil
+	argv = slices.Clone(argv)
+	if fallbackPort != 0 {
+		argv = append(argv, "--tcp-fallback", strconv.Itoa(fallbackPort))
+	}
+	return append(argv, name), nil
 }
 
 func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) bool {
@@ -250,4 +262,19 @@ func logTail(path string, offset int64) string {
 		return " (log " + path + " is empty)"
 	}
 	return "; log " + path + ":\n" + s
+}
+
+// readFallback fills in the fallback of the userspace device name from
+// the status file its bind writes (none: no fallback).
+func readFallback(name string, dev *Device) error {
+	st, err := fallback.ReadStatus(wgdev.FallbackStatusPath(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	dev.FallbackPort = int(st.ListenPort)
+	dev.OnStream = st.TCP
+	return nil
 }

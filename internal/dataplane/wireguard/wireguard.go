@@ -248,8 +248,16 @@ type Device struct {
 	// no private key is set.
 	PublicKey  plan.Key
 	ListenPort int
+	// FallbackPort is the TCP port of a userspace device's UDP-blocked
+	// fallback (fednet wgdev --tcp-fallback), 0 for none; kernel devices
+	// have none.
+	FallbackPort int
 	// Peers are sorted by public key (base64).
 	Peers []Peer
+	// OnStream lists the peer endpoints (as Peer.Endpoint) whose packets
+	// go over the fallback stream now: a figure, not configuration;
+	// String leaves it out.
+	OnStream []string
 }
 
 // Peer is one peer of a device.
@@ -271,6 +279,7 @@ type Peer struct {
 // Clone implements tunnel.Device.
 func (v *Device) Clone() tunnel.Device {
 	c := *v
+	c.OnStream = slices.Clone(v.OnStream)
 	c.Peers = nil
 	for _, p := range v.Peers {
 		p.AllowedIPs = slices.Clone(p.AllowedIPs)
@@ -292,7 +301,11 @@ func (v *Device) String() string {
 	c := v.Clone().(*Device)
 	c.normalize()
 	var b strings.Builder
-	fmt.Fprintf(&b, "wireguard public-key %s listen-port %d\n", tunnel.OrNone(c.PublicKey.String()), c.ListenPort)
+	fmt.Fprintf(&b, "wireguard public-key %s listen-port %d", tunnel.OrNone(c.PublicKey.String()), c.ListenPort)
+	if c.FallbackPort != 0 {
+		fmt.Fprintf(&b, " tcp-fallback %d", c.FallbackPort)
+	}
+	b.WriteString("\n")
 	for _, p := range c.Peers {
 		fmt.Fprintf(&b, "peer %s endpoint %s allowed-ips %s persistent-keepalive %d\n",
 			p.PublicKey, tunnel.OrNone(p.Endpoint), tunnel.Join(p.AllowedIPs), p.PersistentKeepalive)
@@ -411,12 +424,15 @@ func (m Mode) kind() string {
 func (d *Driver) Diff(cur tunnel.State, t plan.Tunnel, peers []plan.Peer) tunnel.Diff {
 	var out tunnel.Diff
 	link, dev := cur.Link, device(cur)
-	if link != nil && (dev == nil || !d.cfg.Mode.kindFits(link.Kind)) {
+	// A userspace device gets its fallback port when it starts: another
+	// port means a new device.
+	if link != nil && (dev == nil || !d.cfg.Mode.kindFits(link.Kind) ||
+		(link.Kind == KindUserspace && dev.FallbackPort != t.FallbackPort)) {
 		out.Setup = append(out.Setup, linkDel{name: t.Name})
 		link, dev = nil, nil
 	}
 	if link == nil {
-		out.Setup = append(out.Setup, linkAdd{name: t.Name, mode: d.cfg.Mode})
+		out.Setup = append(out.Setup, linkAdd{name: t.Name, mode: d.cfg.Mode, fallbackPort: t.FallbackPort})
 		dev = &Device{}
 	}
 	ds := deviceSet{name: t.Name, listenPort: -1}
@@ -509,11 +525,14 @@ func (d *Driver) Status(cur tunnel.State, peers []plan.Peer, now time.Time) []tu
 		if !d.Configured(p) {
 			continue
 		}
-		l := tunnel.LinkState{Peer: p.Gateway, Backend: backend.WireGuard, Endpoint: p.Endpoint}
+		l := tunnel.LinkState{Peer: p.Gateway, Backend: backend.WireGuard, Endpoint: p.Endpoint, Transport: backend.TransportUDP}
 		if dev != nil {
 			if h := dev.peer(p.WireGuard.PublicKey); h != nil {
 				if h.Endpoint != "" {
 					l.Endpoint = h.Endpoint
+				}
+				if h.Endpoint != "" && slices.Contains(dev.OnStream, h.Endpoint) {
+					l.Transport = backend.TransportTCP443
 				}
 				l.LastHandshake, l.RxBytes, l.TxBytes = h.LastHandshake, h.RxBytes, h.TxBytes
 				l.Established = Established(h.LastHandshake, now)
@@ -537,10 +556,12 @@ type (
 	// userspace device exits.
 	linkDel struct{ name string }
 	// linkAdd creates the interface with a WireGuard device on it, marked
-	// as fednet's.
+	// as fednet's; a userspace device gets the TCP fallback on
+	// fallbackPort (0: none; kernel devices have none).
 	linkAdd struct {
-		name string
-		mode Mode
+		name         string
+		mode         Mode
+		fallbackPort int
 	}
 	// deviceSet sets the private key (to the configured one, whose public
 	// half is publicKey) and/or the listen port.
@@ -599,7 +620,7 @@ func (o linkDel) Change() tunnel.Change { return tunnel.Change("ip link del " + 
 func (o linkAdd) Change() tunnel.Change {
 	mark := " && ip link set " + o.name + " alias " + tunnel.Mark(backend.WireGuard)
 	if o.mode == Userspace {
-		return tunnel.Change("fednet wgdev " + o.name + mark)
+		return tunnel.Change("fednet wgdev " + o.fallbackArgs() + o.name + mark)
 	}
 	return tunnel.Change("ip link add " + o.name + " type wireguard" + mark)
 }
@@ -645,7 +666,20 @@ func (o peerSet) Target() tunnel.Target {
 func (o linkDel) Apply(s *tunnel.State) { *s = tunnel.State{} }
 func (o linkAdd) Apply(s *tunnel.State) {
 	s.Link = &tunnel.Interface{Name: o.name, Kind: o.mode.kind(), Alias: tunnel.Mark(backend.WireGuard), MTU: DefaultMTU}
-	s.Device = &Device{}
+	dev := &Device{}
+	if o.mode == Userspace {
+		dev.FallbackPort = o.fallbackPort
+	}
+	s.Device = dev
+}
+
+// fallbackArgs returns the arguments of fednet wgdev that give the device
+// its fallback, "" for none, with a trailing space.
+func (o linkAdd) fallbackArgs() string {
+	if o.fallbackPort == 0 {
+		return ""
+	}
+	return "--tcp-fallback " + strconv.Itoa(o.fallbackPort) + " "
 }
 func (o deviceSet) Apply(s *tunnel.State) {
 	dev := device(*s)

@@ -49,6 +49,11 @@ func (d *Driver) Read(ctx context.Context, link tunnel.Interface) (tunnel.Device
 		d.logf("wireguard: %s is a TUN interface but no userspace WireGuard device answers (%v)", link.Name, err)
 		return nil, nil
 	}
+	if link.Kind == KindUserspace {
+		if err := readFallback(link.Name, dev); err != nil {
+			return nil, fmt.Errorf("reading WireGuard device %s: %w", link.Name, err)
+		}
+	}
 	d.remember(link.Name, dev)
 	if link.Kind == KindUserspace {
 		d.adopt(link.Name)
@@ -189,7 +194,7 @@ func (o linkAdd) exec(ctx context.Context, d *Driver) (tunnel.Change, error) {
 		}
 	}
 	if made.mode == Userspace {
-		p, err := d.startUserspace(ctx, o.name)
+		p, err := d.startUserspace(ctx, o.name, o.fallbackPort)
 		if err != nil {
 			return made.Change(), err
 		}
