@@ -1,11 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -276,7 +276,8 @@ func wgdevPid(t *testing.T) int {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.HasSuffix(b, []byte("\x00wgdev\x00fed0\x00")) {
+		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		if err == nil && slices.Contains(args, "wgdev") && args[len(args)-1] == "fed0" { // flags such as --tcp-fallback may come between
 			pids = append(pids, pid)
 		}
 	}
