@@ -1,8 +1,9 @@
 # One command per habit. CI runs `make test`, exactly as the README says.
 GO       ?= go
 BIN      := bin/fednet
-# Debian packages the lab, the demo and the tests use.
-APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools
+# Debian packages the lab, the demo and the tests use (etcd-server: the
+# etcd store's tests, the control-plane bench, the lab with --managers 3).
+APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools etcd-server
 FUZZTIME ?= 10s
 
 .PHONY: all deps build test unit fuzz check demo bench bench-abw clean
