@@ -185,9 +185,9 @@ func appendPrefix(b []byte, p netip.Prefix) []byte {
 	return b
 }
 
-func peerKey(p plan.Peer) string { return p.Gateway }
+func peerKey(p plan.Peer) string         { return p.Gateway }
 func routeKey(r plan.Route) netip.Prefix { return r.Destination }
-func flowKey(f plan.Flow) FlowKey   { return FlowKey{f.Source, f.Destination} }
+func flowKey(f plan.Flow) FlowKey        { return FlowKey{f.Source, f.Destination} }
 
 func comparePeerKey(a, b string) int { return cmp.Compare(a, b) }
 
