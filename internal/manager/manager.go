@@ -114,6 +114,8 @@ type Manager struct {
 
 	relay relay // measurement requests on their way to agents
 
+	stats stats // what plan watches were answered with; how long planning took
+
 	stop context.CancelFunc // ends the background goroutines
 	bg   sync.WaitGroup     // the background goroutines
 	once sync.Once          // Close

@@ -212,7 +212,7 @@ func (m *Manager) postEnroll(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	m.cfg.Logf("gateway %s enrolled from %s with token %s; plans changed for %v", g.Name, observed, tok.ID, res.affected)
+	m.cfg.Logf("gateway %s enrolled from %s with token %s; plans changed for %s", g.Name, observed, tok.ID, short(res.affected))
 	return writeJSON(w, http.StatusOK, api.EnrollResponse{Gateway: g.Name, Credential: cred, ObservedAddress: observed, RotateKey: g.RotateRequested})
 }
 
