@@ -4,41 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/fednet/fednet/internal/lab/etcdlab"
+	"github.com/fednet/fednet/internal/lab/etcdlab/etcdtest"
 	"github.com/fednet/fednet/internal/manager/store"
 	"github.com/fednet/fednet/internal/manager/store/etcd"
 	"github.com/fednet/fednet/internal/manager/store/storetest"
 )
 
-// startEtcd starts a one-member etcd on loopback for the test, stopped
-// after. Without an etcd binary it fails as root (CI installs it with make
-// deps) and skips otherwise.
-func startEtcd(t *testing.T) *etcdlab.Cluster {
-	t.Helper()
-	if _, err := etcdlab.Binary(); err != nil {
-		if os.Geteuid() == 0 {
-			t.Fatalf("%v", err)
-		}
-		t.Skipf("not root and %v", err)
-	}
-	c, err := etcdlab.Start(context.Background(), etcdlab.Config{Members: []etcdlab.Member{{Name: "m0"}}, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestConformance runs the store conformance suite on a real etcd, each
 // test under a prefix of its own.
 func TestConformance(t *testing.T) {
-	c := startEtcd(t)
+	c := etcdtest.Start(t)
 	var n atomic.Int64
 	storetest.Run(t, func(t *testing.T) store.Store {
 		s, err := etcd.Open(context.Background(), etcd.Config{Endpoints: c.Endpoints(), Prefix: fmt.Sprintf("/conformance-%d/", n.Add(1))})
@@ -55,7 +35,7 @@ func TestConformance(t *testing.T) {
 // current revision and storing the next; every revision number is stored
 // exactly once, with no gap, and every acknowledged write is there.
 func TestConcurrentAppliesTwoClients(t *testing.T) {
-	c := startEtcd(t)
+	c := etcdtest.Start(t)
 	ctx := context.Background()
 	var stores [2]*etcd.Store
 	for i := range stores {
