@@ -42,10 +42,12 @@ func (m *Manager) Stats() Stats {
 	}
 }
 
-// planned records a planning that took d.
-func (s *stats) planned(d time.Duration) {
-	s.plannings.Add(1)
-	s.lastPlanning.Store(int64(d))
+// planned records and logs a planning of n plans, for generation gen,
+// that took d. fednet bench control-plane reads the log line.
+func (m *Manager) planned(d time.Duration, n int, gen int64) {
+	m.stats.plannings.Add(1)
+	m.stats.lastPlanning.Store(int64(d))
+	m.cfg.Logf("planned %d gateways in %.1f ms (generation %d)", n, float64(d.Microseconds())/1000, gen)
 }
 
 // gzipAbove is the size from which plan answers are also kept gzipped.

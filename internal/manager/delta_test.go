@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,28 @@ func TestPlanDeltas(t *testing.T) {
 	}
 	if after := h.m.Stats(); after.Deltas != before.Deltas+1 {
 		t.Errorf("the client's second watch was not answered with a delta: %d deltas before, %d after", before.Deltas, after.Deltas)
+	}
+}
+
+// TestEnrollWithSpecKeyDoesNotReplan: enrolling a gateway with the key the
+// spec already gives it changes no planner input, so no plan is computed
+// again and no plan changes; enrolling with another key does both.
+func TestEnrollWithSpecKeyDoesNotReplan(t *testing.T) {
+	h := newHarness(t)
+	key := randomKey(t)
+	doc := strings.Replace(manySites(3, 1500), "endpoint: 198.51.100.1:51820", "endpoint: 198.51.100.1:51820\n        publicKey: "+key.String(), 1)
+	h.putSpec(doc)
+	before, gen := h.m.Stats().Plannings, h.plan("gw-01").Generation
+	_, secret := h.token("gw-00")
+	h.ok(req{method: "POST", path: api.PathEnroll, token: secret, body: api.EnrollRequest{PublicKey: key}}, nil)
+	if got := h.m.Stats().Plannings; got != before {
+		t.Errorf("enrolling with the spec's key planned %d times", got-before)
+	}
+	if g := h.plan("gw-01").Generation; g != gen {
+		t.Errorf("gw-01's plan moved from generation %d to %d", gen, g)
+	}
+	h.enroll("gw-01")
+	if got := h.m.Stats().Plannings; got != before+1 {
+		t.Errorf("enrolling with a new key planned %d times, want 1", got-before)
 	}
 }

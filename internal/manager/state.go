@@ -276,7 +276,7 @@ func (m *Manager) applyLocked(ev store.Event) error {
 		return err
 	}
 	if planned(ev) {
-		m.stats.planned(time.Since(start))
+		m.planned(time.Since(start), len(next.plans), next.gen)
 	}
 	m.publish(next, topics, ev.Reset)
 	return nil
@@ -335,6 +335,9 @@ type result struct {
 	affected []string
 	// old and new are the plans before and after, by gateway.
 	old, new map[string]plan.Gateway
+	// computed says the plans were computed (the planner's inputs
+	// changed).
+	computed bool
 }
 
 // preview computes every plan of u.next and fills in the store change:
@@ -346,9 +349,21 @@ func preview(u *update, cur *state) (result, error) {
 	for name, p := range cur.plans {
 		res.old[name] = p.plan
 	}
-	computed, sums, err := computePlans(next)
-	if err != nil {
-		return res, &planError{err}
+	var computed map[string]plan.Gateway
+	var sums map[string]store.Hash
+	if samePlannerInputs(cur, next) {
+		// Nothing the planner reads changed (an enrollment with the key
+		// the spec already gives, a rotation request): the plans stay.
+		computed, sums = map[string]plan.Gateway{}, map[string]store.Hash{}
+		for name, p := range cur.plans {
+			computed[name], sums[name] = p.plan, p.Sum
+		}
+	} else {
+		var err error
+		if computed, sums, err = computePlans(next); err != nil {
+			return res, &planError{err}
+		}
+		res.computed = true
 	}
 	gen := cur.gen + 1
 	plans := map[string]planEntry{}
@@ -382,6 +397,58 @@ func preview(u *update, cur *state) (result, error) {
 		u.change.Gateways = append(u.change.Gateways, next.gateways[name])
 	}
 	return res, nil
+}
+
+// samePlannerInputs reports whether a and b give the planner the same
+// spec and inputs (see inputs), so that they have the same plans.
+func samePlannerInputs(a, b *state) bool {
+	if a.fed != b.fed || a.rev.Number != b.rev.Number || len(a.hosts) != len(b.hosts) {
+		return false
+	}
+	for name, h := range a.hosts {
+		if o, ok := b.hosts[name]; !ok || planHost(o) != planHost(h) {
+			return false
+		}
+	}
+	// What the planner reads of a gateway: removed, and its key (the
+	// enrolled one, else the spec's).
+	input := func(st *state, name string) (bool, plan.Key) {
+		g, ok := st.gateways[name]
+		if ok && g.Removed {
+			return true, plan.Key{}
+		}
+		if ok && !g.PublicKey.IsZero() {
+			return false, g.PublicKey
+		}
+		if sg, _, found := st.fed.Gateway(name); found && sg.PublicKey != "" {
+			k, _ := plan.ParseKey(sg.PublicKey) // validated by spec.Parse
+			return false, k
+		}
+		return false, plan.Key{}
+	}
+	names := map[string]bool{}
+	for name := range a.gateways {
+		names[name] = true
+	}
+	for name := range b.gateways {
+		names[name] = true
+	}
+	for name := range names {
+		ga, oka := a.gateways[name]
+		gb, okb := b.gateways[name]
+		if oka == okb && ga.Removed == gb.Removed && ga.PublicKey == gb.PublicKey {
+			continue
+		}
+		if a.fed == nil {
+			return false
+		}
+		ra, ka := input(a, name)
+		rb, kb := input(b, name)
+		if ra != rb || ka != kb {
+			return false
+		}
+	}
+	return true
 }
 
 // inputs are the planner's inputs from the gateways and hosts the manager
@@ -429,7 +496,7 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		if err != nil || u.dry {
 			return res, u, err
 		}
-		m.stats.planned(time.Since(start))
+		took := time.Since(start)
 		c := u.change
 		if len(c.Plans) == 0 && len(c.DeletePlans) == 0 && len(c.Gateways) == 0 && c.Spec == nil && c.UseToken == nil && len(c.RevokeTokensOf) == 0 &&
 			len(c.Hosts) == 0 && len(c.DeleteHosts) == 0 {
@@ -456,6 +523,9 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 			topics = append(topics, hostTopic(name))
 		}
 		m.publish(u.next, topics, false)
+		if res.computed {
+			m.planned(took, len(res.new), u.next.gen)
+		}
 		return res, u, nil
 	}
 }
