@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"net/http"
 	"runtime"
 	"slices"
 	"sync"
@@ -469,8 +471,12 @@ func inputs(gws map[string]store.Gateway, hosts map[string]store.Host) plan.Inpu
 }
 
 // maxAttempts bounds how often change tries a write that lost a race
-// with another manager on the store.
-const maxAttempts = 3
+// with another manager on the store; between attempts it waits a random
+// time up to attempt·conflictPause, so that racing managers spread out.
+const (
+	maxAttempts   = 10
+	conflictPause = 5 * time.Millisecond
+)
 
 // change runs edit on an update of the current state and commits it: it
 // previews every plan, stores the change atomically and publishes the new
@@ -504,7 +510,15 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		}
 		err = m.store.Commit(ctx, c)
 		if errors.Is(err, store.ErrConflict) && attempt < maxAttempts {
+			select {
+			case <-ctx.Done():
+				return res, u, ctx.Err()
+			case <-time.After(rand.N(time.Duration(attempt) * conflictPause)):
+			}
 			continue
+		}
+		if errors.Is(err, store.ErrConflict) {
+			return res, u, fail(http.StatusServiceUnavailable, "", "other managers of the federation kept changing the state while this change was made (%d tries); try again", maxAttempts)
 		}
 		if err != nil {
 			return res, u, err
