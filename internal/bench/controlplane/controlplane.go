@@ -90,9 +90,9 @@ type Result struct {
 	Compression bool   `json:"compression"`
 	// Setup: enrolling every agent and handing each its first (whole)
 	// plan.
-	EnrollSeconds    float64 `json:"enrollSeconds"`
-	FirstPlanSeconds float64 `json:"firstPlanSeconds"`
-	FirstPlanBytes   int64   `json:"firstPlanBytes"`
+	EnrollSeconds    float64   `json:"enrollSeconds"`
+	FirstPlanSeconds float64   `json:"firstPlanSeconds"`
+	FirstPlanBytes   int64     `json:"firstPlanBytes"`
 	Changes          []Change  `json:"changes"`
 	Reconnect        Reconnect `json:"reconnect"`
 }
