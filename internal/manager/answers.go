@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/plandelta"
 )
 
@@ -59,7 +60,9 @@ const gzipAbove = 1 << 10
 // rotateKey they carry is part of the version (a rotation request makes a
 // new version), but is kept to be safe. Safe for concurrent use.
 type answers struct {
-	mu              sync.Mutex
+	mu sync.Mutex
+	// prev is the version before, until the delta from it is made.
+	prev            *plan.Gateway
 	rotate          int
 	fullBody, fullZ []byte
 	deltaDone       bool
@@ -90,9 +93,11 @@ func (a *answers) delta(p planEntry, rotate int) ([]byte, []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.reset(rotate)
-	if !a.deltaDone {
+	if !a.deltaDone && a.prev != nil {
 		a.deltaDone = true
-		if d, ok := plandelta.Diff(*p.prev, p.plan, p.Sum); ok {
+		prev := a.prev
+		a.prev = nil // the delta is all that is needed of it
+		if d, ok := plandelta.Diff(*prev, p.plan, p.Sum); ok {
 			if js, err := json.Marshal(d); err == nil {
 				a.deltaBody = fmt.Appendf(nil, `{"generation":%d,"revision":%d,"base":%d,"delta":%s,"rotateKey":%d}`+"\n", p.Generation, p.Revision, p.prevGen, js, rotate)
 				a.deltaZ = gzipped(a.deltaBody)
@@ -105,11 +110,32 @@ func (a *answers) delta(p planEntry, rotate int) ([]byte, []byte) {
 // reset drops what was encoded with another rotateKey. a.mu must be held.
 func (a *answers) reset(rotate int) {
 	if a.rotate != rotate {
+		// Encoded for another rotateKey (the entry's first answer may be
+		// encoded before the gateway's record is final): encode again.
 		a.rotate = rotate
+		if a.deltaDone && a.deltaBody != nil {
+			a.deltaBody = rotateAgain(a.deltaBody, rotate)
+			a.deltaZ = gzipped(a.deltaBody)
+		}
 		a.fullBody, a.fullZ = nil, nil
-		a.deltaDone, a.deltaBody, a.deltaZ = false, nil, nil
 	}
 }
+
+// rotateAgain replaces the rotateKey at the end of an encoded answer.
+func rotateAgain(body []byte, rotate int) []byte {
+	i := bytes.LastIndex(body, []byte(`,"rotateKey":`))
+	if i < 0 {
+		return body
+	}
+	return fmt.Appendf(body[:i:i], `,"rotateKey":%d}`+"\n", rotate)
+}
+
+// gzipWriters keeps gzip writers for reuse: each holds about a megabyte of
+// tables, and a change of every plan gzips a thousand answers.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level: no error
+	return zw
+}}
 
 // gzipped returns b gzipped, or nil when b is small.
 func gzipped(b []byte) []byte {
@@ -117,9 +143,11 @@ func gzipped(b []byte) []byte {
 		return nil
 	}
 	var out bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&out, gzip.BestSpeed) // a valid level: no error
+	zw := gzipWriters.Get().(*gzip.Writer)
+	zw.Reset(&out)
 	zw.Write(b)
 	zw.Close()
+	gzipWriters.Put(zw)
 	return out.Bytes()
 }
 

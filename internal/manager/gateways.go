@@ -167,7 +167,7 @@ func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, 
 func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, p planEntry, rotate int, wantDelta bool, after int64) error {
 	var body []byte
 	var gz []byte
-	if wantDelta && p.prev != nil && p.prevGen == after {
+	if wantDelta && p.prevGen != 0 && p.prevGen == after {
 		body, gz = p.answers.delta(p, rotate)
 	}
 	if body != nil {

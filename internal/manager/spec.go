@@ -200,9 +200,15 @@ func invalidSpec(err error) error {
 	return ae
 }
 
-// maxDiffGateways bounds how many gateways' plan diffs a spec answer
-// renders: in a large federation one change touches every plan.
-const maxDiffGateways = 20
+// maxDiffGateways and maxDiffLines bound the plan diffs a spec answer
+// renders (the gateways, and the lines of their plans compared): in a
+// large federation one change touches every plan, each of thousands of
+// lines, and the diff of all of them would cost seconds of CPU and be
+// unreadable.
+const (
+	maxDiffGateways = 20
+	maxDiffLines    = 20000
+)
 
 // short names the gateways of list for a log line: how many, and the
 // first few.
@@ -227,12 +233,8 @@ func planDiff(res result, from, to int) string {
 	}
 	var b strings.Builder
 	sorted := slices.Sorted(maps.Keys(names))
-	more := ""
-	if len(sorted) > maxDiffGateways {
-		more = fmt.Sprintf("# ... and the plans of %s change too; see one with: fednet plan -f spec.yaml --gateway NAME\n", short(sorted[maxDiffGateways:]))
-		sorted = sorted[:maxDiffGateways]
-	}
-	for _, name := range sorted {
+	lines := 0
+	for i, name := range sorted {
 		a, okA := res.old[name]
 		c, okC := res.new[name]
 		fromLabel, toLabel := fmt.Sprintf("%s (revision %d)", name, from), fmt.Sprintf("%s (revision %d)", name, to)
@@ -247,16 +249,18 @@ func planDiff(res result, from, to int) string {
 		} else {
 			toLabel = name + " (no plan: removed from the federation)"
 		}
-		d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A: difflib.SplitLines(textA), B: difflib.SplitLines(textC),
-			FromFile: fromLabel, ToFile: toLabel, Context: 3,
-		})
+		la, lc := difflib.SplitLines(textA), difflib.SplitLines(textC)
+		if i > 0 && (i >= maxDiffGateways || lines+len(la)+len(lc) > maxDiffLines) {
+			fmt.Fprintf(&b, "# ... and the plans of %s change too; see one with: fednet plan -f spec.yaml --gateway NAME\n", short(sorted[i:]))
+			break
+		}
+		lines += len(la) + len(lc)
+		d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: la, B: lc, FromFile: fromLabel, ToFile: toLabel, Context: 3})
 		if err != nil { // only writing to a strings.Builder: cannot fail
 			d = fmt.Sprintf("(diff of %s failed: %v)\n", name, err)
 		}
 		b.WriteString(d)
 	}
-	b.WriteString(more)
 	return b.String()
 }
 

@@ -36,13 +36,36 @@ type state struct {
 type planEntry struct {
 	store.Plan
 	plan plan.Gateway
-	// prev is the plan as it was at generation prevGen, before this
-	// version (nil when this manager does not know it: after a start).
+	// prevGen is the generation of the version before, which this
+	// manager held (0: none, as after a start); answers holds the delta
+	// from it. prev is that version until the delta is made (see
+	// encodeDeltas).
 	prev    *plan.Gateway
 	prevGen int64
 	// answers caches what is sent for this version; shared by the copies
 	// of the entry in later states.
 	answers *answers
+}
+
+// encodeDeltas encodes, for the plans named that follow a version this
+// manager held, the delta from that version (on every CPU), then lets go
+// of the version before: a thousand of them would double the memory the
+// plans take, for nothing.
+func encodeDeltas(st *state, names []string) {
+	var todo []planEntry
+	for _, n := range names {
+		if e, ok := st.plans[n]; ok && e.prev != nil {
+			todo = append(todo, e)
+		}
+	}
+	parallel(len(todo), func(i int) {
+		e := todo[i]
+		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested)
+	})
+	for _, e := range todo {
+		e.prev = nil
+		st.plans[e.Gateway] = e
+	}
 }
 
 // newEntry returns the entry of plan g stored as p, following old (the
@@ -52,6 +75,7 @@ func newEntry(p store.Plan, g plan.Gateway, old planEntry, hadOld bool) planEntr
 	if hadOld && old.Generation < p.Generation {
 		prev := old.plan
 		e.prev, e.prevGen = &prev, old.Generation
+		e.answers.prev = &prev
 	}
 	return e
 }
@@ -194,6 +218,11 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 			next.plans[name] = e
 		}
 	}
+	var changed []string
+	for _, p := range ev.Plans {
+		changed = append(changed, p.Gateway)
+	}
+	encodeDeltas(next, changed)
 	if len(differ) > 0 && logf != nil {
 		slices.Sort(differ)
 		logf("warning: the plans of %d gateways (%v) computed here differ from those the manager that stored generation %d computed; is another fednet version on the store?",
@@ -395,6 +424,13 @@ func preview(u *update, cur *state) (result, error) {
 	next.plans = plans
 	next.gen = gen
 	u.change.Generation = gen
+	if !u.dry {
+		names := make([]string, len(u.change.Plans))
+		for i, p := range u.change.Plans {
+			names[i] = p.Gateway
+		}
+		encodeDeltas(next, names)
+	}
 	for _, name := range slices.Sorted(maps.Keys(u.dirty)) {
 		u.change.Gateways = append(u.change.Gateways, next.gateways[name])
 	}
