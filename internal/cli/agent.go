@@ -36,21 +36,36 @@ fednet nftables table. It reads what is there first and changes only what
 differs, so applying again changes nothing. Stopping the agent leaves the
 tunnels up; --down removes everything the plan created.
 
-Managed mode (--data-dir DIR): the agent gets its plan from a manager. On first
-start it generates its WireGuard key in DIR/private.key (the private key never
+One reconcile loop, two plan sources. The loop applies the plan in force,
+applies again on every new plan from its source, every --resync (drift repair,
+e.g. a route someone deleted by hand), and runs the link probes for it. A plan
+the agent cannot use (a newer plan format than this fednet reads, a broken
+file) is refused: the plan in force stays, the refusal is logged and reported.
+The source is either a manager or a plan file:
+
+Managed mode (--data-dir DIR): the plan comes from a manager. On first start
+the agent generates its WireGuard key in DIR/private.key (the private key never
 leaves the machine), enrolls with the one-time join token from "fednet token
 create" (--token), and keeps its credential in DIR/credential.json. It then
 watches its plan, applies each new one, keeps the last one in DIR/plan.json and
 reports status every --status-interval. A restarted agent re-applies
-DIR/plan.json at once, before and without reaching the manager; while the
-manager is away it retries with backoff and the tunnels keep working. When the
-manager asks (fednet rotate-key), it rolls its key. When the gateway is removed
-(fednet gateway remove) the agent exits with status 1 and leaves the data plane
-as it is. Once enrolled, --token is not needed.
+DIR/plan.json at once, before and without reaching the manager. When the
+manager asks (fednet rotate-key), it rolls its key. The data plane stays as it
+is, and the agent keeps retrying with backoff (logging at once, then at most
+once a minute), while the manager:
+  - cannot be reached;
+  - answers 401, i.e. does not know the gateway's credential (its state was
+    lost or restored from an older backup);
+  - has no plan for the gateway (403 other than gateway_removed, 404), e.g.
+    because the spec no longer lists it.
+Only when the gateway is removed (fednet gateway remove: 403 gateway_removed)
+does the agent exit, with status 1, leaving the data plane as it is. Once
+enrolled, --token is not needed.
 
 Static mode (--plan FILE --key FILE): the plan comes from a file written by
-"fednet plan --gateway NAME -o json". The agent re-applies when the file
-changes or on SIGHUP, and every --resync to repair drift.
+"fednet plan --gateway NAME -o json". The first plan must be good (else exit
+status 1). The agent applies the file again when its content changes (checked
+every second) and at once on SIGHUP.
 
 Link probes and metrics (both modes): the agent answers link probes on its
 transit address (UDP 51821) and probes every peer through the tunnel once a
@@ -59,7 +74,7 @@ probe streams on UDP 51822 of its transit address, and with
 --bandwidth-interval estimates each link's available bandwidth on a schedule
 (docs/bandwidth.md). It serves Prometheus metrics at
 http://--metrics-listen/metrics (default ` + metrics.DefaultAgentListen + `; "" turns it off;
-docs/metrics.md).
+docs/metrics.md). docs/agent.md describes the loop and its sources.
 
 WireGuard: the kernel module when the kernel has it, otherwise a userspace
 device ("fednet wgdev", wireguard-go) in its own long-lived process, so that

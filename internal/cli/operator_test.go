@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -439,7 +440,7 @@ func startAgent(t *testing.T, gateway string) (dir string, done <-chan error) {
 			DataDir: dir, JoinToken: strings.TrimSpace(tok), Peers: peers,
 			NewDataplane: func(plan.Key) (dataplane.Dataplane, error) {
 				f := dataplane.NewFake()
-				peers.fake = f
+				peers.fake.Store(f)
 				return f, nil
 			},
 			StatusInterval: 50 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
@@ -457,15 +458,19 @@ func startAgent(t *testing.T, gateway string) (dir string, done <-chan error) {
 }
 
 // fakeHandshakes reports every peer on the fake device as having
-// handshaken five seconds ago.
-type fakeHandshakes struct{ fake *dataplane.Fake }
+// handshaken five seconds ago. The device changes at a key rotation while
+// status reports read it, hence the atomic.
+type fakeHandshakes struct {
+	fake atomic.Pointer[dataplane.Fake]
+}
 
 func (f *fakeHandshakes) Peers(_ context.Context, _ string) ([]agent.PeerStats, error) {
 	var out []agent.PeerStats
-	if f.fake == nil {
+	fake := f.fake.Load()
+	if fake == nil {
 		return nil, nil
 	}
-	if wg := f.fake.State().WireGuard; wg != nil {
+	if wg := fake.State().WireGuard; wg != nil {
 		for _, p := range wg.Peers {
 			out = append(out, agent.PeerStats{PublicKey: p.PublicKey, Endpoint: p.Endpoint, LastHandshake: time.Now().Add(-5 * time.Second), RxBytes: 1536, TxBytes: 4 << 20})
 		}

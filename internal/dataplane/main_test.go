@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fednet/fednet/internal/closeonexec"
 	"github.com/fednet/fednet/internal/wgdev"
 )
 
@@ -17,6 +18,7 @@ import (
 const envWGDevChild = "FEDNET_WGDEV_CHILD"
 
 func TestMain(m *testing.M) {
+	closeonexec.Inherited() // userspace devices it starts must not hold a flock around go test
 	if os.Getenv(envWGDevChild) == "1" && len(os.Args) == 3 && os.Args[1] == "wgdev" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		err := wgdev.Run(ctx, os.Args[2], log.Printf)
