@@ -22,6 +22,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Binary returns the path of the etcd server binary, or an error saying how
@@ -60,6 +61,10 @@ type Config struct {
 	// MaxTxnOps raises etcd's bound on the operations of a transaction
 	// (--max-txn-ops); etcd's default 128 when zero.
 	MaxTxnOps int
+	// Dial, when set, opens this process's connections to the members
+	// (health checks, Client): for members in a namespace this one has
+	// no route into.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Cluster is a running etcd cluster. Its methods are safe for concurrent
@@ -304,8 +309,16 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 
 // Client returns a client of the cluster (all endpoints); the caller
 // closes it.
-func (c *Cluster) Client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+func (c *Cluster) Client() (*clientv3.Client, error) { return c.client(c.Endpoints()...) }
+
+func (c *Cluster) client(endpoints ...string) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if dial := c.cfg.Dial; dial != nil {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dial(ctx, "tcp", addr)
+		})}
+	}
+	return clientv3.New(cfg)
 }
 
 // WaitHealthy waits until every running member answers a linearizable
@@ -330,7 +343,7 @@ func (c *Cluster) healthy(ctx context.Context) error {
 		if c.PID(m.Name) == 0 {
 			continue
 		}
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + m.Client}, DialTimeout: time.Second, Logger: zap.NewNop()})
+		cli, err := c.client("http://" + m.Client)
 		if err != nil {
 			return err
 		}
