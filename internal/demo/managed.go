@@ -46,7 +46,7 @@ type Managed struct {
 	Admin *client.Client
 
 	mu          sync.Mutex
-	fingerprint string         // of the managers' CA
+	fingerprint string // of the managers' CA
 	adminToken  string
 	managers    []*lab.Process // by manager node
 	etcd        *etcdlab.Cluster
