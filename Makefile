@@ -18,7 +18,7 @@ VERSION ?= 0.1.0
 ARCH    ?= $(shell $(GO) env GOARCH)
 PKG_DIR ?= build/pkg
 
-.PHONY: all deps build test unit fuzz check demo bench bench-abw package clean
+.PHONY: all deps build test unit fuzz check demo bench bench-abw scale package clean
 
 all: build
 
@@ -68,6 +68,16 @@ demo: deps build
 # (docs/bench.md); results in bench-<timestamp>/.
 bench: deps build
 	./$(BIN) bench
+
+# scale runs the control-plane bench at scale (docs/manager.md, "Sizing"):
+# SCALE_GATEWAYS simulated agents against one manager on SQLite, then against
+# three managers on a three-member etcd; results and plots in
+# bench-scale-sqlite/ and bench-scale-etcd/. `make test` runs the short form
+# (TestShort in internal/bench/controlplane).
+SCALE_GATEWAYS ?= 10,100,300,1000
+scale: deps build
+	./$(BIN) bench control-plane --gateways $(SCALE_GATEWAYS) --out bench-scale-sqlite
+	./$(BIN) bench control-plane --gateways $(SCALE_GATEWAYS) --managers 3 --out bench-scale-etcd
 
 # bench-abw runs the available-bandwidth accuracy runs (as root, in a lab):
 # bottlenecks of 20, 100 and 400 Mbit/s, without and with 30 % cross traffic,
