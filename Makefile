@@ -57,6 +57,8 @@ unit:
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/spec
+	$(GO) test -run='^$$' -fuzz=FuzzPlanOwnership -fuzztime=$(FUZZTIME) ./internal/dataplane
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./internal/probe
 	$(GO) test -run='^$$' -fuzz='^FuzzParseJoinToken$$' -fuzztime=$(FUZZTIME) ./internal/api
 
 test: deps build check unit fuzz

@@ -32,9 +32,6 @@ type Config struct {
 	// Bandwidth configures the available-bandwidth responder and the
 	// scheduled estimates (docs/bandwidth.md).
 	Bandwidth BandwidthConfig
-	// Peers reads the WireGuard peers for the metrics; nil exports links
-	// without handshakes or counters.
-	Peers PeerReader
 	// Metrics, when set, is fed the agent's figures (see metrics.Agent).
 	Metrics *metrics.Agent
 	// Logf logs one line; nil discards.
@@ -63,7 +60,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	loop, err := NewLoop(LoopConfig{
 		Source: src, Dataplane: cfg.Dataplane, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
-		Peers: cfg.Peers, Metrics: cfg.Metrics, Logf: cfg.Logf,
+		Metrics: cfg.Metrics, Logf: cfg.Logf,
 	})
 	if err != nil {
 		return err

@@ -81,11 +81,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func mtu(fake *dataplane.Fake) int {
-	s := fake.State()
-	if s.Link == nil {
+	t, ok := fake.State().Tunnel("fed0")
+	if !ok {
 		return 0
 	}
-	return s.Link.MTU
+	return t.Link.MTU
 }
 
 func TestOnceIsIdempotent(t *testing.T) {
@@ -105,7 +105,7 @@ func TestOnceIsIdempotent(t *testing.T) {
 	if err != nil || len(changes) == 0 {
 		t.Fatalf("down: %v %v", changes, err)
 	}
-	if s := fake.State(); s.Link != nil || s.Table != nil {
+	if s := fake.State(); !s.IsEmpty() {
 		t.Errorf("down left %+v", s)
 	}
 }
@@ -150,7 +150,7 @@ func TestRunFollowsThePlanFile(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run returned %v after cancel", err)
 	}
-	if s := fake.State(); s.Link == nil || s.Table == nil {
+	if s := fake.State(); len(s.Tunnels) == 0 || s.Table == nil {
 		t.Error("stopping the agent removed the data plane")
 	}
 }
@@ -179,10 +179,10 @@ func TestRunRepairsDrift(t *testing.T) {
 	eventually(t, "the first apply", func() bool { return mtu(fake) == g.Tunnels[0].MTU })
 	// Someone deletes the tunnel by hand: the next resync brings it back.
 	s := fake.State()
-	s.Link, s.WireGuard, s.Routes = nil, nil, nil
+	s.Tunnels, s.Routes = nil, nil
 	fake.SetState(s)
 	eventually(t, "the repair", func() bool {
 		s := fake.State()
-		return s.Link != nil && len(s.Routes) == len(g.Routes)
+		return len(s.Tunnels) == 1 && len(s.Routes) == len(g.Routes)
 	})
 }

@@ -36,9 +36,6 @@ type LoopConfig struct {
 	// Bandwidth configures the available-bandwidth responder and the
 	// scheduled estimates (docs/bandwidth.md).
 	Bandwidth BandwidthConfig
-	// Peers reads the WireGuard peers for Links and the metrics; nil
-	// gives links without handshakes or counters.
-	Peers PeerReader
 	// Metrics, when set, is fed the loop's figures (see metrics.Agent).
 	Metrics *metrics.Agent
 	// LinkChanged, when set, is called after a link's probe verdict
@@ -203,11 +200,15 @@ func (l *Loop) Status() Status {
 	return st
 }
 
-// Links returns the links of g as a status report carries them: the
-// WireGuard peers' handshakes and counters, the probe figures and the
-// available-bandwidth estimates. Safe for concurrent use once Run started.
+// Links returns the links of g as a status report carries them: the data
+// plane's view of each link (established, handshake, counters), the probe
+// figures and the available-bandwidth estimates. Safe for concurrent use
+// once Run started.
 func (l *Loop) Links(ctx context.Context, g plan.Gateway) []api.LinkStatus {
-	return linkStatuses(ctx, g, l.cfg.Peers, l.links, l.cfg.Metrics, l.logf)
+	l.mu.Lock()
+	dp := l.dp
+	l.mu.Unlock()
+	return linkStatuses(ctx, g, dp, l.links, l.cfg.Metrics, l.logf)
 }
 
 // estimate measures the available bandwidth of the link to peer now (a

@@ -125,10 +125,10 @@ func TestLoopAppliesUpdates(t *testing.T) {
 		t.Fatalf("after a refusal: mtu %d, status error %v", mtu(second), loop.Status().Err)
 	}
 	s := second.State()
-	s.Link = nil
+	s.Tunnels = nil
 	second.SetState(s)
 	loop.Reapply("test")
-	eventually(t, "a re-apply", func() bool { return second.State().Link != nil })
+	eventually(t, "a re-apply", func() bool { return mtu(second) == 1300 })
 	if !errors.Is(loop.Status().Err, refusal) {
 		t.Error("a clean re-apply of the plan in force cleared the refusal")
 	}
@@ -161,12 +161,12 @@ func TestLoopReapplyRepairsDrift(t *testing.T) {
 	loop, _, _ := startLoop(t, agent.LoopConfig{Source: src, Dataplane: fake, Resync: time.Hour})
 	src.send(t, agent.Update{Plan: &g})
 	s := fake.State()
-	s.Link, s.WireGuard, s.Routes = nil, nil, nil
+	s.Tunnels, s.Routes = nil, nil
 	fake.SetState(s)
 	loop.Reapply("on demand")
 	eventually(t, "the repair", func() bool {
 		s := fake.State()
-		return s.Link != nil && len(s.Routes) == len(g.Routes)
+		return len(s.Tunnels) == 1 && len(s.Routes) == len(g.Routes)
 	})
 }
 
@@ -230,7 +230,7 @@ func TestFileSourceRefusesANewerPlanFormat(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "upgrade fednet") {
 		t.Fatalf("a newer first plan: %v, want an error naming the file and saying to upgrade", err)
 	}
-	if s := fake.State(); s.Link != nil {
+	if s := fake.State(); len(s.Tunnels) != 0 {
 		t.Error("a refused first plan was applied")
 	}
 
@@ -272,10 +272,10 @@ func TestFileSourceReloadAppliesAtOnce(t *testing.T) {
 	startLoop(t, agent.LoopConfig{Source: src, Dataplane: fake, Resync: time.Hour})
 	eventually(t, "the first plan", func() bool { return mtu(fake) == g.Tunnels[0].MTU })
 	s := fake.State()
-	s.Link = nil
+	s.Tunnels = nil
 	fake.SetState(s)
 	reload <- struct{}{}
-	eventually(t, "the reload's apply", func() bool { return fake.State().Link != nil })
+	eventually(t, "the reload's apply", func() bool { return len(fake.State().Tunnels) != 0 })
 
 	// A changed file is read on reload, without waiting for the poll.
 	g.Tunnels[0].MTU = 1300

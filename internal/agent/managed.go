@@ -49,9 +49,6 @@ type ManagedConfig struct {
 	// NewDataplane returns the dataplane of this machine for a private key.
 	// It is called at start and after each key rotation. Required.
 	NewDataplane func(privateKey plan.Key) (dataplane.Dataplane, error)
-	// Peers reads the WireGuard peers for status reports; nil reports links
-	// without handshakes or counters.
-	Peers PeerReader
 	// StatusInterval is the period of status reports (default
 	// DefaultStatusInterval); a report also follows every apply.
 	StatusInterval time.Duration
@@ -120,7 +117,7 @@ func RunManaged(ctx context.Context, cfg ManagedConfig) error {
 	defer unlock()
 	loop, err := NewLoop(LoopConfig{
 		Source: s, Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
-		Peers: cfg.Peers, Metrics: cfg.Metrics, LinkChanged: s.poke, Logf: s.logf,
+		Metrics: cfg.Metrics, LinkChanged: s.poke, Logf: s.logf,
 	})
 	if err != nil {
 		return err

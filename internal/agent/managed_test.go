@@ -25,9 +25,11 @@ import (
 
 	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/client"
 	"github.com/fednet/fednet/internal/client/clienttest"
 	"github.com/fednet/fednet/internal/dataplane"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -140,6 +142,40 @@ type dataplanes struct {
 	fakes []*dataplane.Fake
 	// fresh makes every call return a new fake (else the first is reused).
 	fresh bool
+	// status, when set, answers the dataplanes' Status.
+	status *fakeStatus
+}
+
+// fakeStatus is a data plane's Status as a test sets it.
+type fakeStatus struct {
+	mu    sync.Mutex
+	links []dataplane.LinkState
+	err   error
+}
+
+func (f *fakeStatus) set(links []dataplane.LinkState, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.links, f.err = links, err
+}
+
+// withStatus is a fake whose Status is a fakeStatus's.
+type withStatus struct {
+	*dataplane.Fake
+	st *fakeStatus
+}
+
+// Status lists the links set; with an error set, without their figures.
+func (w withStatus) Status(context.Context, plan.Gateway) ([]dataplane.LinkState, error) {
+	w.st.mu.Lock()
+	defer w.st.mu.Unlock()
+	out := slices.Clone(w.st.links)
+	if w.st.err != nil {
+		for i, l := range out {
+			out[i] = dataplane.LinkState{Peer: l.Peer, Backend: l.Backend}
+		}
+	}
+	return out, w.st.err
 }
 
 func (d *dataplanes) new(k plan.Key) (dataplane.Dataplane, error) {
@@ -148,6 +184,9 @@ func (d *dataplanes) new(k plan.Key) (dataplane.Dataplane, error) {
 	d.keys = append(d.keys, k)
 	if d.fresh || len(d.fakes) == 0 {
 		d.fakes = append(d.fakes, dataplane.NewFake())
+	}
+	if d.status != nil {
+		return withStatus{d.fakes[len(d.fakes)-1], d.status}, nil
 	}
 	return d.fakes[len(d.fakes)-1], nil
 }
@@ -323,11 +362,12 @@ func TestManagedFollowsSpecChanges(t *testing.T) {
 	// A peer enrolls: its key reaches this agent's device.
 	key := f.enrollPeer(t, "azure-gw")
 	eventually(t, "the new peer on the device", func() bool {
-		s := dps.last().State()
-		if s.WireGuard == nil {
+		t, ok := dps.last().State().Tunnel("fed0")
+		dev, _ := t.Device.(*wireguard.Device)
+		if !ok || dev == nil {
 			return false
 		}
-		for _, p := range s.WireGuard.Peers {
+		for _, p := range dev.Peers {
 			if p.PublicKey == key {
 				return true
 			}
@@ -352,7 +392,7 @@ func TestManagedRestartWithoutManager(t *testing.T) {
 	if err := a.stop(t); err != nil {
 		t.Fatalf("Run returned %v after cancel", err)
 	}
-	if s := first.last().State(); s.Link == nil {
+	if _, ok := first.last().State().Tunnel("fed0"); !ok {
 		t.Fatal("stopping the agent removed the tunnel")
 	}
 
@@ -504,18 +544,18 @@ func TestManagedMissingKeyWithCredential(t *testing.T) {
 func TestManagedStatusReport(t *testing.T) {
 	f, fake := fakeFed(t)
 	azure := f.enrollPeer(t, "azure-gw")
-	peers := &agent.FakePeers{}
+	st := &fakeStatus{}
 	hs := time.Now().Add(-7 * time.Second)
-	peers.Set("fed0", []agent.PeerStats{{PublicKey: azure, Endpoint: "203.0.113.99:51820", LastHandshake: hs, RxBytes: 1000, TxBytes: 2000}})
-	dps := &dataplanes{}
-	startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new, Peers: peers})
+	st.set([]dataplane.LinkState{{Peer: "azure-gw", Backend: backend.WireGuard, Established: true, Endpoint: "203.0.113.99:51820", LastHandshake: hs, RxBytes: 1000, TxBytes: 2000}}, nil)
+	dps := &dataplanes{status: st}
+	startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
 	eventually(t, "a report with the link", func() bool {
 		r, _ := fake.Report("aws-gw")
 		return len(r.Links) == 1 && r.Links[0].RxBytes == 1000
 	})
 	r, _ := fake.Report("aws-gw")
 	l := r.Links[0]
-	if l.Peer != "azure-gw" || l.PublicKey != azure || l.Endpoint != "203.0.113.99:51820" || l.TxBytes != 2000 ||
+	if l.Peer != "azure-gw" || l.PublicKey != azure || l.Backend != backend.WireGuard || !l.Established || l.Endpoint != "203.0.113.99:51820" || l.TxBytes != 2000 ||
 		!l.LastHandshake.Equal(hs) || l.HandshakeAge < 7*time.Second || l.HandshakeAge > time.Minute {
 		t.Errorf("link %+v", l)
 	}
@@ -527,14 +567,14 @@ func TestManagedStatusReport(t *testing.T) {
 		t.Errorf("links %+v (%v)", links, err)
 	}
 
-	// An apply error is reported; a peer reader error only loses counters.
+	// An apply error is reported; a status error only loses counters.
 	dps.last().SetFault(func(c dataplane.Change) error {
 		if strings.Contains(string(c), "mtu") {
 			return errors.New("boom")
 		}
 		return nil
 	})
-	peers.SetError(errors.New("no device"))
+	st.set([]dataplane.LinkState{{Peer: "azure-gw", Backend: backend.WireGuard}}, errors.New("no device"))
 	f.setMTU(t, "1400")
 	eventually(t, "the apply error reported", func() bool {
 		r, _ := fake.Report("aws-gw")

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/plandelta"
 )
@@ -216,9 +217,17 @@ type StatusReport struct {
 	Links      []LinkStatus `json:"links"`
 }
 
-// LinkStatus is one peer as the agent's WireGuard device sees it.
+// LinkStatus is the link to one peer as the agent's data plane sees it.
 type LinkStatus struct {
-	Peer          string        `json:"peer"` // gateway name
+	Peer string `json:"peer"` // gateway name
+	// Backend is the link's tunnel backend; empty in reports of agents
+	// from before tunnel drivers, whose links the manager judges by the
+	// handshake's age alone.
+	Backend backend.Name `json:"backend,omitempty"`
+	// Established is the tunnel driver's verdict that the tunnel works
+	// (WireGuard: a handshake within the last three minutes); the link is
+	// up when it is established and the probes are answered.
+	Established   bool          `json:"established"`
 	PublicKey     plan.Key      `json:"publicKey"`
 	Endpoint      string        `json:"endpoint,omitempty"`
 	LastHandshake time.Time     `json:"lastHandshake,omitempty"`

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -430,18 +429,15 @@ func startAgent(t *testing.T, gateway string) (dir string, done <-chan error) {
 		t.Fatalf("token create: %v\n%s", err, stderr)
 	}
 	dir = t.TempDir()
-	peers := &fakeHandshakes{}
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1) // the test may take the result; cleanup then finds it gone
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
 		ch <- agent.RunManaged(ctx, agent.ManagedConfig{
-			DataDir: dir, JoinToken: strings.TrimSpace(tok), Peers: peers,
+			DataDir: dir, JoinToken: strings.TrimSpace(tok),
 			NewDataplane: func(plan.Key) (dataplane.Dataplane, error) {
-				f := dataplane.NewFake()
-				peers.fake.Store(f)
-				return f, nil
+				return fakeHandshakes{dataplane.NewFake()}, nil
 			},
 			StatusInterval: 50 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		})
@@ -457,25 +453,17 @@ func startAgent(t *testing.T, gateway string) (dir string, done <-chan error) {
 	return dir, ch
 }
 
-// fakeHandshakes reports every peer on the fake device as having
-// handshaken five seconds ago. The device changes at a key rotation while
-// status reports read it, hence the atomic.
-type fakeHandshakes struct {
-	fake atomic.Pointer[dataplane.Fake]
-}
+// fakeHandshakes is a fake data plane whose every link handshook five
+// seconds ago.
+type fakeHandshakes struct{ *dataplane.Fake }
 
-func (f *fakeHandshakes) Peers(_ context.Context, _ string) ([]agent.PeerStats, error) {
-	var out []agent.PeerStats
-	fake := f.fake.Load()
-	if fake == nil {
-		return nil, nil
+func (f fakeHandshakes) Status(ctx context.Context, g plan.Gateway) ([]dataplane.LinkState, error) {
+	links, err := f.Fake.Status(ctx, g)
+	for i := range links {
+		links[i].LastHandshake, links[i].Established = time.Now().Add(-5*time.Second), true
+		links[i].RxBytes, links[i].TxBytes = 1536, 4<<20
 	}
-	if wg := fake.State().WireGuard; wg != nil {
-		for _, p := range wg.Peers {
-			out = append(out, agent.PeerStats{PublicKey: p.PublicKey, Endpoint: p.Endpoint, LastHandshake: time.Now().Add(-5 * time.Second), RxBytes: 1536, TxBytes: 4 << 20})
-		}
-	}
-	return out, nil
+	return links, err
 }
 
 func TestStatusRotateRemove(t *testing.T) {

@@ -358,7 +358,7 @@ func TestCalls(t *testing.T) {
 			return nil, c.PutStatus(ctx, "a-gw", api.StatusReport{Generation: 7, Revision: 4, Links: []api.LinkStatus{{Peer: "b-gw", RxBytes: 9}}})
 		},
 			want{"PUT", "/v1/gateways/a-gw/status", "", admin, map[string]any{"generation": 7.0, "revision": 4.0,
-				"links": []any{map[string]any{"peer": "b-gw", "publicKey": "", "rxBytes": 9.0, "txBytes": 0.0, "lastHandshake": "0001-01-01T00:00:00Z"}}}}, nil},
+				"links": []any{map[string]any{"peer": "b-gw", "established": false, "publicKey": "", "rxBytes": 9.0, "txBytes": 0.0, "lastHandshake": "0001-01-01T00:00:00Z"}}}}, nil},
 		{"PutKey", func() (any, error) { return nil, c.PutKey(ctx, "a-gw", api.KeyRequest{PublicKey: key, Rotation: 2}) },
 			want{"PUT", "/v1/gateways/a-gw/key", "", admin, map[string]any{"publicKey": key.String(), "rotation": 2.0}}, nil},
 		{"Rotate", func() (any, error) { return nil, c.Rotate(ctx, "a-gw") },

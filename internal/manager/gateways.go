@@ -521,12 +521,18 @@ func links(st *state, reps map[string]report, now time.Time) []api.Link {
 			if hs.IsZero() && l.HandshakeAge > 0 {
 				hs = rep.received.Add(-l.HandshakeAge)
 			}
-			// The link-up rule of docs/probe.md. The handshake is judged
-			// on the manager's clock, so the links of a gateway that
-			// stopped reporting go down within three minutes.
+			// The link-up rule of docs/probe.md: the tunnel driver's
+			// verdict, held for probe.HandshakeWithin on the manager's
+			// clock, so the links of a gateway that stopped reporting go
+			// down within three minutes. A report of an agent from before
+			// tunnel drivers (no backend) has a handshake and no verdict.
+			established := l.Established && now.Sub(rep.received) < probe.HandshakeWithin
+			if l.Backend == "" {
+				established = probe.HandshakeUp(hs, now)
+			}
 			out = append(out, api.Link{
 				From: name, To: l.Peer,
-				Up:       probe.HandshakeUp(hs, now) && (l.Probe == nil || l.Probe.Up),
+				Up:       established && (l.Probe == nil || l.Probe.Up),
 				Endpoint: l.Endpoint, LastHandshake: hs,
 				RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 				Probe: l.Probe, AvailableBandwidth: l.AvailableBandwidth,

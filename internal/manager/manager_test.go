@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -649,6 +650,35 @@ func TestLinkUpFromProbes(t *testing.T) {
 	h.ok(req{method: "GET", path: api.PathLinks}, &links)
 	if links[0].Up {
 		t.Errorf("link with answered probes but a handshake 190s ago is up: %+v", links[0])
+	}
+}
+
+// TestLinkUpFromDriverVerdict: a report with a backend carries the tunnel
+// driver's verdict: established links are up (whatever the handshake
+// says), links not established are down (even with a fresh handshake),
+// and the verdict holds three minutes on the manager's clock.
+func TestLinkUpFromDriverVerdict(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(threeSites(t))
+	credA, _ := h.enroll("aws-gw")
+	p := h.plan("aws-gw")
+	now := h.clock.Now()
+	h.ok(req{method: "PUT", path: gwPath(api.PathStatus, "aws-gw"), token: credA, body: api.StatusReport{
+		Generation: p.Generation, Revision: p.Revision,
+		Links: []api.LinkStatus{
+			{Peer: "azure-gw", Backend: backend.WireGuard, Established: true},
+			{Peer: "onprem-gw", Backend: backend.WireGuard, Established: false, LastHandshake: now.Add(-time.Second)},
+		},
+	}}, nil)
+	var links []api.Link
+	h.ok(req{method: "GET", path: api.PathLinks}, &links)
+	if len(links) != 2 || !links[0].Up || links[1].Up {
+		t.Errorf("links: %+v; want azure-gw up (established), onprem-gw down (not established)", links)
+	}
+	h.clock.Advance(3 * time.Minute)
+	h.ok(req{method: "GET", path: api.PathLinks}, &links)
+	if len(links) != 2 || links[0].Up {
+		t.Errorf("a verdict reported 3 minutes ago still holds: %+v", links)
 	}
 }
 

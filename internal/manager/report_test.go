@@ -35,7 +35,7 @@ func TestReportValidation(t *testing.T) {
 		change(&l)
 		return l
 	}
-	many := make([]api.LinkStatus, 10000)
+	many := make([]api.LinkStatus, 2000)
 	for i := range many {
 		many[i] = api.LinkStatus{Peer: fmt.Sprintf("gw-%05d", i)}
 	}
@@ -48,7 +48,7 @@ func TestReportValidation(t *testing.T) {
 		{"unknown peer", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Peer = "evil-gw" })}, nil, "links[0].peer"},
 		{"itself", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Peer = "aws-gw" })}, nil, "links[0].peer"},
 		{"twice", []api.LinkStatus{good, good}, nil, "links[1].peer"},
-		{"10,000 unknown peers", many[:10000], nil, "links[0].peer"},
+		{"2,000 unknown peers", many, nil, "links[0].peer"},
 		{"negative rx", []api.LinkStatus{link(func(l *api.LinkStatus) { l.RxBytes = -1 })}, nil, "links[0].rxBytes"},
 		{"negative tx", []api.LinkStatus{link(func(l *api.LinkStatus) { l.TxBytes = -5 })}, nil, "links[0].txBytes"},
 		{"loss above 1", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Probe.Loss = 1e300 })}, nil, "links[0].probe.loss"},

@@ -2,9 +2,11 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -26,7 +29,7 @@ func TestLinuxBridgeLifecycle(t *testing.T) {
 	}
 	ctx := context.Background()
 	sh(t, "ip link add eth1 type veth peer name eth1p && ip link set eth1 up && ip link set eth1p up")
-	d := newTestLinux(t, newPrivateKey(t), Auto)
+	d := newTestLinux(t, newPrivateKey(t), wireguard.Auto)
 	f := NewFake()
 	f.SetState(State{Forwarding: strings.TrimSpace(sh(t, "cat /proc/sys/net/ipv4/ip_forward")) == "1"})
 
@@ -118,17 +121,7 @@ func applyBoth(t *testing.T, d *linuxDataplane, f *Fake, name string, p plan.Gat
 	if diff := cmp.Diff(render(want), render(asFake(got))); diff != "" {
 		t.Errorf("Apply(%s) changes differ from the fake's (-fake +kernel):\n%s", name, diff)
 	}
-	s, err := d.read(ctx, "fed0", "fednet", p.Bridges)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Link != nil && s.Link.Kind == KindUserspace {
-		s.Link.Kind = KindKernel
-	}
-	if s.WireGuard != nil {
-		s.WireGuard.PublicKey = FakePublicKey
-	}
-	if diff := cmp.Diff(f.State().String(), s.String()); diff != "" {
+	if diff := cmp.Diff(f.State().String(), d.stateAsFake(t, p).String()); diff != "" {
 		t.Errorf("after Apply(%s) the kernel state differs from the fake's (-fake +kernel):\n%s", name, diff)
 	}
 	if again, err := d.Apply(ctx, p); err != nil || len(again) != 0 {
@@ -137,20 +130,21 @@ func applyBoth(t *testing.T, d *linuxDataplane, f *Fake, name string, p plan.Gat
 	return got
 }
 
-// TestLinuxBridgeForeignName: an interface that is not fednet's, named as a
-// plan's bridge, is neither used nor deleted; the rest of the plan applies.
+// TestLinuxBridgeForeignName: a plan naming as its bridge an interface
+// that is not fednet's is refused whole: nothing is created, the bridge is
+// neither used nor deleted, by Apply or Down.
 func TestLinuxBridgeForeignName(t *testing.T) {
 	if !inner(t) {
 		return
 	}
 	sh(t, "ip link add fbr100 type bridge && ip link add eth1 type veth peer name eth1p")
-	d := newTestLinux(t, newPrivateKey(t), Auto)
-	_, err := d.Apply(context.Background(), bridged())
-	if err == nil || !strings.Contains(err.Error(), "fbr100 exists and is not fednet's") {
-		t.Errorf("Apply = %v, want an error naming fbr100", err)
+	d := newTestLinux(t, newPrivateKey(t), wireguard.Auto)
+	changes, err := d.Apply(context.Background(), bridged())
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "bridges[0].name fbr100: interface exists and is not fednet's") || len(changes) != 0 {
+		t.Errorf("Apply = %q, %v; want a refusal naming fbr100", changes, err)
 	}
-	if _, err := netlink.LinkByName("fed0"); err != nil {
-		t.Errorf("the rest of the plan was not applied: %v", err)
+	if _, err := netlink.LinkByName("fed0"); err == nil {
+		t.Error("a refused plan created fed0")
 	}
 	if _, err := d.Down(context.Background(), bridged()); err != nil {
 		t.Fatal(err)
@@ -176,11 +170,7 @@ func TestLinuxBridgeTwoGateways(t *testing.T) {
 	a, b, ha, hb := nstest.New(t), nstest.New(t), nstest.New(t), nstest.New(t)
 	b.WireGuardDir = t.TempDir()
 	a.WireGuardDir = t.TempDir()
-	a.Exec(t, "ip", "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-b", "netns", b.Name)
-	a.Exec(t, "ip", "address", "add", "192.168.77.1/24", "dev", "veth-a")
-	a.Exec(t, "ip", "link", "set", "veth-a", "up")
-	b.Exec(t, "ip", "address", "add", "192.168.77.2/24", "dev", "veth-b")
-	b.Exec(t, "ip", "link", "set", "veth-b", "up")
+	joinNamespaces(t, a, "veth-a", "192.168.77.1/24", b, "veth-b", "192.168.77.2/24")
 	for _, h := range []struct {
 		gw, host *nstest.Netns
 		n        string
@@ -234,7 +224,7 @@ func bridgePhase(t *testing.T, phase string) {
 	if strings.HasPrefix(phase, "b-") {
 		priv, p = kb, pb
 	}
-	d, err := newLinux(Config{PrivateKey: priv, WGDevCommand: []string{exe, "wgdev"}, Logf: t.Logf})
+	d, err := newLinux(Config{WireGuard: wireguard.Config{PrivateKey: priv, WGDevCommand: []string{exe, "wgdev"}}, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +251,151 @@ func bridgePhase(t *testing.T, phase string) {
 		if _, err := netlink.LinkByName("eth1"); err != nil {
 			t.Errorf("the port eth1 is gone after Down: %v", err)
 		}
+	default:
+		t.Fatalf("unknown phase %q", phase)
+	}
+}
+
+// TestLinuxNeighborLifecycle applies every step of neighborPlans to a real
+// kernel in a fresh namespace, checking each against the fake: the
+// neighbor devices share the network's VNI with the bridge's VXLAN device
+// on ports of their own, and are enslaved to the bridge. Down deletes them.
+func TestLinuxNeighborLifecycle(t *testing.T) {
+	if !inner(t) {
+		return
+	}
+	sh(t, "ip link add eth1 type veth peer name eth1p && ip link set eth1 up && ip link set eth1p up")
+	d := newTestLinux(t, newPrivateKey(t), wireguard.Auto)
+	f := NewFake()
+	f.SetState(State{Forwarding: strings.TrimSpace(sh(t, "cat /proc/sys/net/ipv4/ip_forward")) == "1"})
+
+	applyBoth(t, d, f, "1-add", withNeighbors())
+	br, err := netlink.LinkByName("fbr100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct {
+		name, remote string
+		port         int
+	}{{"fnb0", "10.1.0.10", 4790}, {"fnb3", "10.1.0.11", 4793}} {
+		l, err := netlink.LinkByName(want.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := l.(*netlink.Vxlan)
+		if !ok || v.VxlanId != 100 || v.Port != want.port || v.Group != nil || v.SrcAddr.String() != "10.1.0.254" ||
+			v.MTU != 1370 || v.MasterIndex != br.Attrs().Index || v.Flags&1 == 0 {
+			t.Errorf("%s = %+v, want VXLAN id 100 local 10.1.0.254 dstport %d mtu 1370, no default remote, up, in fbr100", want.name, l, want.port)
+		}
+		// The host is a flood entry, as the gateways are on fvx100.
+		if fdb := sh(t, "bridge fdb show dev "+want.name); !strings.Contains(fdb, "00:00:00:00:00:00 dst "+want.remote+" self permanent") {
+			t.Errorf("bridge fdb show dev %s lacks the flood entry to %s:\n%s", want.name, want.remote, fdb)
+		}
+	}
+	// The reason for a port per host: the kernel refuses a second device
+	// with the VNI on a port already used for it.
+	if out, err := exec.Command("sh", "-c", "ip link add fnbx type vxlan id 100 local 10.1.0.254 remote 10.1.0.12 dstport 4790").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "already exists") {
+		t.Errorf("a second VXLAN device with VNI 100 on port 4790: %v %s; want refused", err, out)
+	}
+
+	for _, name := range sortedKeys(neighborPlans)[1:] {
+		applyBoth(t, d, f, name, neighborPlans[name]())
+	}
+	applyBoth(t, d, f, "1-add again", withNeighbors())
+	// A device of the fednet before one L2 model (alias fednet-neighbor:,
+	// a default remote) is replaced by one of this model.
+	sh(t, "ip link del fnb0 && ip link add fnb0 mtu 1370 type vxlan id 100 local 10.1.0.254 remote 10.1.0.10 dstport 4790 && "+
+		"ip link set fnb0 alias fednet-neighbor:lan/web1 && ip link set fnb0 master fbr100 && ip link set fnb0 up")
+	if got := render(mustApply(t, d, withNeighbors())); !strings.HasPrefix(got, "ip link del fnb0\nip link add fnb0 mtu 1370 type vxlan id 100 local 10.1.0.254 dstport 4790 && ip link set fnb0 alias fednet:lan\n") {
+		t.Errorf("Apply over an old neighbor device:\n%s", got)
+	}
+	if diff := cmp.Diff(f.State().String(), d.stateAsFake(t, withNeighbors()).String()); diff != "" {
+		t.Errorf("after replacing the old device the kernel differs from the fake (-fake +kernel):\n%s", diff)
+	}
+	// A device deleted behind fednet's back is recreated by the next Apply.
+	sh(t, "ip link del fnb3")
+	if got := render(mustApply(t, d, withNeighbors())); !strings.Contains(got, "ip link add fnb3") {
+		t.Errorf("Apply after fnb3 was deleted:\n%s", got)
+	}
+	changes, err := d.Down(context.Background(), withNeighbors())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := render(changes); !strings.HasPrefix(got, "ip link del fnb0\nip link del fnb3\nip link del fvx100\n") {
+		t.Errorf("Down changes:\n%s", got)
+	}
+	assertNothingLeft(t, d)
+}
+
+// TestLinuxNeighborTunnel: a host and its gateway, each in a namespace,
+// on one LAN (a veth). The gateway applies a plan with a neighbor tunnel
+// to the host (a VXLAN port with a flood entry to the host, no default
+// remote) and gives its bridge an address; the host sets up its end
+// (ApplyHost, a flood entry to the gateway); a ping from the host's
+// address on the bridged network to the bridge's crosses the tunnel both
+// ways.
+//
+//	gateway       (in G) apply the plan, address the bridge
+//	host          (in H) ApplyHost, ping the bridge, RemoveHost
+//	gateway-down  (in G) Down
+func TestLinuxNeighborTunnel(t *testing.T) {
+	if nstest.Inner(t) {
+		neighborPhase(t, nstest.Phase())
+		return
+	}
+	g, h := nstest.New(t), nstest.New(t)
+	g.WireGuardDir = t.TempDir()
+	joinNamespaces(t, g, "lan0", "10.1.0.254/24", h, "eth0", "10.1.0.10/24")
+	env := []string{envWGDevChild + "=1", "FEDNET_TEST_KEY_A=" + newPrivateKey(t).String()}
+	g.RunPhase(t, "gateway", env...)
+	h.RunPhase(t, "host", env...)
+	g.RunPhase(t, "gateway-down", env...)
+}
+
+func neighborPhase(t *testing.T, phase string) {
+	ctx := context.Background()
+	p := withNeighbors()
+	p.Bridges[0].Port = ""
+	p.Bridges[0].VXLANs = slices.DeleteFunc(p.Bridges[0].VXLANs, func(v plan.VXLAN) bool { return v.Name == "fnb3" })
+	p.Firewall.Neighbors = p.Firewall.Neighbors[:1]
+	key, err := plan.ParseKey(os.Getenv("FEDNET_TEST_KEY_A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch phase {
+	case "gateway":
+		d := testLinux(t, key, wireguard.Auto)
+		if _, err := d.Apply(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		sh(t, "ip address add 192.168.50.1/24 dev fbr100")
+	case "host":
+		ht := hostTunnel()
+		changes, err := ApplyHost(ctx, ht, netip.MustParsePrefix("192.168.50.40/24"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("host changes:\n%s", render(changes))
+		var out []byte
+		err = await.Poll(15*time.Second, await.NoError(func() error {
+			var err error
+			out, err = exec.Command("ping", "-c", "1", "-W", "1", "192.168.50.1").CombinedOutput()
+			return err
+		}))
+		if err != nil {
+			t.Fatalf("ping through the neighbor tunnel: %v\n%s", err, out)
+		}
+		t.Logf("ping through the neighbor tunnel:\n%s", out)
+		if _, err := RemoveHost(ht.Device); err != nil {
+			t.Fatal(err)
+		}
+	case "gateway-down":
+		d := testLinux(t, key, wireguard.Auto)
+		if _, err := d.Down(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		assertNothingLeft(t, d)
 	default:
 		t.Fatalf("unknown phase %q", phase)
 	}

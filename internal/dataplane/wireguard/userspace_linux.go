@@ -1,4 +1,4 @@
-package dataplane
+package wireguard
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +26,7 @@ const userspaceStartTimeout = 5 * time.Second
 // startUserspace starts WGDevCommand+name as a detached process (its own
 // session, stdin /dev/null, output appended to the log file) that outlives
 // the agent, and waits until its device answers on its UAPI socket.
-func (d *linuxDataplane) startUserspace(ctx context.Context, name string) error {
+func (d *Driver) startUserspace(ctx context.Context, name string) error {
 	logPath := d.cfg.WGDevLog
 	if logPath == "" {
 		logPath = filepath.Join(socketDir, name+".log")
@@ -40,7 +41,10 @@ func (d *linuxDataplane) startUserspace(ctx context.Context, name string) error 
 	defer logFile.Close()
 	logStart, _ := logFile.Seek(0, io.SeekEnd)
 
-	argv := append(append([]string{}, d.cfg.WGDevCommand...), name)
+	argv, err := d.wgdevCommand(name)
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
@@ -64,8 +68,8 @@ func (d *linuxDataplane) startUserspace(ctx context.Context, name string) error 
 				name, strings.Join(argv, " "), pid, err, logTail(logPath, logStart))
 		default:
 		}
-		if deviceAnswers(name) {
-			d.logf("dataplane: userspace WireGuard for %s started (pid %d, log %s)", name, pid, logPath)
+		if d.deviceAnswers(ctx, name) {
+			d.logf("wireguard: userspace WireGuard for %s started (pid %d, log %s)", name, pid, logPath)
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -82,13 +86,13 @@ func (d *linuxDataplane) startUserspace(ctx context.Context, name string) error 
 // that, so that a new device of the same name finds the socket free. A hung
 // device (stopped, wedged) does neither: kill it, found by the socket's peer
 // credentials, and remove its socket.
-func (d *linuxDataplane) retireUserspace(ctx context.Context, name string) {
+func (d *Driver) retireUserspace(ctx context.Context, name string) {
 	sock := filepath.Join(socketDir, name+".sock")
 	if waitUntil(ctx, 2*time.Second, func() bool { _, err := os.Lstat(sock); return err != nil }) {
 		return
 	}
 	if pid := socketOwner(sock); pid > 0 {
-		d.logf("dataplane: userspace WireGuard for %s (pid %d) did not exit after its interface was deleted; killing it", name, pid)
+		d.logf("wireguard: userspace WireGuard for %s (pid %d) did not exit after its interface was deleted; killing it", name, pid)
 		syscall.Kill(pid, syscall.SIGKILL)
 		// Its UDP port is free only once it is dead.
 		waitUntil(ctx, 5*time.Second, func() bool { return exited(pid) })
@@ -132,12 +136,38 @@ func socketOwner(path string) int {
 
 // deviceAnswers reports whether the interface exists and wgctrl reaches its
 // WireGuard device.
-func deviceAnswers(name string) bool {
+func (d *Driver) deviceAnswers(ctx context.Context, name string) bool {
 	if _, err := netlink.LinkByName(name); err != nil {
 		return false
 	}
-	_, err := wgDevice(name)
+	_, err := d.wgDevice(ctx, name)
 	return err == nil
+}
+
+// wgdevCommand returns the argv that starts the userspace device name.
+func (d *Driver) wgdevCommand(name string) ([]string, error) {
+	argv := d.cfg.WGDevCommand
+	if len(argv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("starting userspace WireGuard for %s: finding this executable: %w", name, err)
+		}
+		argv = []string{exe, "wgdev"}
+	}
+	return append(slices.Clone(argv), name), nil
+}
+
+func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // logTail returns the log written since offset, shortened, for an error.
