@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,4 +157,62 @@ func onEtcdJoined(t *testing.T, c *etcdlab.Cluster, dir string, shared *harness,
 	}
 	h.start()
 	return h
+}
+
+// TestBandwidthRelayAcrossManagers: on etcd, an operator's bandwidth
+// request made through one manager reaches the agent long-polling another,
+// and the agent's result, given to that other manager, comes back as the
+// operator's answer; the request is then over everywhere.
+func TestBandwidthRelayAcrossManagers(t *testing.T) {
+	c := etcdtest.Start(t)
+	root := t.TempDir()
+	a := onEtcd(t, c, filepath.Join(root, "a"), nil)
+	copyIdentity(t, a.dir, filepath.Join(root, "b"), true)
+	b := onEtcd(t, c, filepath.Join(root, "b"), a)
+	a.putSpec(threeSites(t))
+	aws, _ := a.enroll("aws-gw")
+	a.enroll("azure-gw")
+	eventually(t, 10*time.Second, "aws-gw's plan on b", func() bool {
+		return b.do(req{method: "GET", path: gwPath(api.PathPlan, "aws-gw") + "?timeout=0s", token: aws}).status == 200
+	})
+
+	type result struct {
+		a   answer
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := a.try(req{method: "POST", path: gwPath(api.PathBandwidth, "aws-gw"), token: a.m.AdminToken(), body: api.BandwidthRequest{To: "azure-gw"}})
+		done <- result{r, err}
+	}()
+	var m api.Measurement
+	got := b.ok(req{method: "GET", path: gwPath(api.PathMeasurements, "aws-gw") + "?timeout=20s", token: aws}, &m)
+	if got.status != 200 || m.To != "azure-gw" || m.ID == "" {
+		t.Fatalf("the long poll on b: %d %+v", got.status, m)
+	}
+	put := strings.Replace(gwPath(api.PathMeasurement, "aws-gw"), "{id}", m.ID, 1)
+	b.ok(req{method: "PUT", path: put, token: aws, body: api.BandwidthResult{To: "azure-gw", EstimateBps: 42e6, Bytes: 77, Converged: true}}, nil)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the operator's request through a got no answer")
+	}
+	if r.err != nil || r.a.status != 200 {
+		t.Fatalf("the operator's request through a: %v %d %+v", r.err, r.a.status, r.a.err)
+	}
+	var res api.BandwidthResult
+	if err := json.Unmarshal(r.a.body, &res); err != nil || res.From != "aws-gw" || res.EstimateBps != 42e6 || res.Bytes != 77 {
+		t.Fatalf("the operator's answer %+v (%v)", res, err)
+	}
+	// Over everywhere: another answer finds nothing on either manager,
+	// and nothing is pending for the agent on a.
+	for _, h := range []*harness{a, b} {
+		eventually(t, 10*time.Second, "the request gone from "+h.url, func() bool {
+			return h.do(req{method: "PUT", path: put, token: aws, body: api.BandwidthResult{}}).status == 404
+		})
+	}
+	if got := a.do(req{method: "GET", path: gwPath(api.PathMeasurements, "aws-gw") + "?timeout=0s", token: aws}); got.status != 204 {
+		t.Errorf("a still hands the request out: %d", got.status)
+	}
 }

@@ -182,6 +182,9 @@ func New(cfg Config) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
 	m.bg.Go(func() { m.follow(ctx) })
+	if shared, ok := m.store.(store.Relay); ok {
+		m.bg.Go(func() { m.relayThroughStore(ctx, shared) })
+	}
 	m.bg.Go(func() { m.authFail.run(ctx) })
 	return m, nil
 }

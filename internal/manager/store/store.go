@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/fednet/fednet/internal/plan"
@@ -322,4 +323,68 @@ type Store interface {
 	// Close releases the store (and, for SQLite, its lock on the file).
 	// It is safe to call more than once.
 	Close() error
+}
+
+// RelayKind says what a RelayMessage carries.
+type RelayKind int
+
+// Relay message kinds.
+const (
+	// RelayRequest is a request for a gateway's agent, put by the
+	// manager its operator asked.
+	RelayRequest RelayKind = iota + 1
+	// RelayResult is the agent's answer to request ID, put by the
+	// manager the agent answered.
+	RelayResult
+	// RelayGone says request ID is over (its operator's manager got the
+	// result or gave up, or it expired): forget it.
+	RelayGone
+)
+
+func (k RelayKind) String() string {
+	switch k {
+	case RelayRequest:
+		return "request"
+	case RelayResult:
+		return "result"
+	case RelayGone:
+		return "gone"
+	}
+	return fmt.Sprintf("RelayKind(%d)", int(k))
+}
+
+// RelayMessage is one message between the managers of a store.
+type RelayMessage struct {
+	Kind RelayKind
+	// ID names the request (the manager's choice, unique).
+	ID string
+	// Gateway is the gateway whose agent the request is for.
+	Gateway string
+	// Data is the request or the result (the manager's encoding); empty
+	// for RelayGone.
+	Data []byte
+}
+
+// Relay passes short-lived messages between the managers of one store:
+// requests an operator makes through one manager for an agent that may
+// be watching another (a bandwidth measurement), and the agents' results.
+// A Store that several managers share implements it (etcd); one that a
+// single manager owns (SQLite) need not, since its manager relays in
+// memory. Nothing relayed is durable: a request lives at most its TTL.
+type Relay interface {
+	// PutRelayRequest announces request m (Kind RelayRequest) to every
+	// manager watching, for at most ttl; then it is gone.
+	PutRelayRequest(ctx context.Context, m RelayMessage, ttl time.Duration) error
+	// PutRelayResult announces the result of request m.ID (Kind
+	// RelayResult); ErrNotFound when the request is gone.
+	PutRelayResult(ctx context.Context, m RelayMessage) error
+	// DeleteRelay ends request id (announced as RelayGone); no error
+	// when it is gone already.
+	DeleteRelay(ctx context.Context, id string) error
+	// WatchRelay calls f with every message put after it started
+	// (requests, results, and RelayGone for requests deleted or
+	// expired), in order, until ctx ends or the store is closed; then it
+	// returns the reason. ready, when not nil, is closed once messages
+	// put from then on are sure to be seen.
+	WatchRelay(ctx context.Context, ready chan<- struct{}, f func(RelayMessage)) error
 }

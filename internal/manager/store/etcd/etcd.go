@@ -17,6 +17,8 @@
 //	changes/NNNN…          what the commit of that generation changed
 //	reports/NAME           a gateway's last status report (JSON)
 //	identity               the federation's identity (JSON)
+//	relay/req/ID           a relayed measurement request, on a lease
+//	relay/res/ID           its result, on the same lease (see relay.go)
 //
 // A Commit is one etcd transaction: it reads what its preconditions
 // depend on, checks them, and writes only if none of what it read changed

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/lab/etcdlab"
 	"github.com/fednet/fednet/internal/lab/etcdlab/etcdtest"
 	"github.com/fednet/fednet/internal/manager/store"
 	"github.com/fednet/fednet/internal/manager/store/etcd"
@@ -35,17 +36,8 @@ func TestConformance(t *testing.T) {
 // current revision and storing the next; every revision number is stored
 // exactly once, with no gap, and every acknowledged write is there.
 func TestConcurrentAppliesTwoClients(t *testing.T) {
-	c := etcdtest.Start(t)
 	ctx := context.Background()
-	var stores [2]*etcd.Store
-	for i := range stores {
-		s, err := etcd.Open(ctx, etcd.Config{Endpoints: c.Endpoints(), Prefix: "/race/"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		stores[i] = s
-	}
+	stores := twoClients(t, etcdtest.Start(t), "/race/")
 	const writers, each = 6, 15
 	var mu sync.Mutex
 	acked := map[int]string{}
@@ -89,4 +81,85 @@ func TestConcurrentAppliesTwoClients(t *testing.T) {
 	}
 }
 
+// twoClients opens two stores on cluster c under prefix, each with its
+// own connection (as two managers have), closed at the end of the test.
+func twoClients(t *testing.T, c *etcdlab.Cluster, prefix string) [2]*etcd.Store {
+	t.Helper()
+	var stores [2]*etcd.Store
+	for i := range stores {
+		s, err := etcd.Open(context.Background(), etcd.Config{Endpoints: c.Endpoints(), Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores[i] = s
+	}
+	return stores
+}
+
 func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }
+
+// TestRelay: messages relayed through one connection reach a watcher on
+// another, in order: the request, its result, and its end (RelayGone)
+// when it is deleted; a result for a request that is over is refused
+// with ErrNotFound; a request whose lease runs out ends by itself.
+func TestRelay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stores := twoClients(t, etcdtest.Start(t), "/relay-test/")
+	got := make(chan store.RelayMessage, 16)
+	ready := make(chan struct{})
+	watched := make(chan error, 1)
+	go func() { watched <- stores[1].WatchRelay(ctx, ready, func(m store.RelayMessage) { got <- m }) }()
+	<-ready
+	next := func() store.RelayMessage {
+		t.Helper()
+		select {
+		case m := <-got:
+			return m
+		case <-time.After(20 * time.Second):
+			t.Fatal("no relayed message within 20 s")
+			return store.RelayMessage{}
+		}
+	}
+	s := stores[0]
+	if err := s.PutRelayRequest(ctx, store.RelayMessage{Kind: store.RelayRequest, ID: "r1", Gateway: "g", Data: []byte(`{"q":1}`)}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutRelayResult(ctx, store.RelayMessage{Kind: store.RelayResult, ID: "r1", Data: []byte(`{"a":2}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRelay(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	want := []store.RelayMessage{
+		{Kind: store.RelayRequest, ID: "r1", Gateway: "g", Data: []byte(`{"q":1}`)},
+		{Kind: store.RelayResult, ID: "r1", Gateway: "g", Data: []byte(`{"a":2}`)},
+		{Kind: store.RelayGone, ID: "r1", Gateway: "g"},
+	}
+	for _, w := range want {
+		if m := next(); m.Kind != w.Kind || m.ID != w.ID || m.Gateway != w.Gateway || string(m.Data) != string(w.Data) {
+			t.Fatalf("relayed %v %+v, want %v %+v", m.Kind, m, w.Kind, w)
+		}
+	}
+	if err := s.PutRelayResult(ctx, store.RelayMessage{Kind: store.RelayResult, ID: "r1", Data: []byte(`{}`)}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a result for a request that is over: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteRelay(ctx, "r1"); err != nil {
+		t.Errorf("deleting a request that is over: %v", err)
+	}
+	// A request whose lease runs out is gone without a delete.
+	if err := s.PutRelayRequest(ctx, store.RelayMessage{Kind: store.RelayRequest, ID: "r2", Gateway: "g", Data: []byte(`{}`)}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(); m.Kind != store.RelayRequest || m.ID != "r2" {
+		t.Fatalf("relayed %v %+v, want r2's request", m.Kind, m)
+	}
+	if m := next(); m.Kind != store.RelayGone || m.ID != "r2" {
+		t.Fatalf("relayed %v %+v, want r2 gone when its lease ran out", m.Kind, m)
+	}
+	cancel()
+	if err := <-watched; !errors.Is(err, context.Canceled) {
+		t.Errorf("WatchRelay after its context ended: %v", err)
+	}
+}
