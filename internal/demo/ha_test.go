@@ -3,7 +3,9 @@ package demo_test
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -228,8 +230,14 @@ func TestManagersOnEtcdSurviveFailures(t *testing.T) {
 	}
 
 	// The agents enrolled with tokens made by the first manager, whose
-	// URL comes first: they watch there. Kill it, and see how long an
-	// agent goes without a change made through another manager.
+	// URL comes first: they watch there (checked: each holds a connection
+	// to it). Kill it, and see how long an agent goes without a change
+	// made through another manager.
+	for _, g := range l.Gateways() {
+		if err := attached(ctx, g, m.URLAt(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := m.Manager(0).Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -279,6 +287,27 @@ func TestManagersOnEtcdSurviveFailures(t *testing.T) {
 	if err := m.AgentsAlive(); err != nil {
 		t.Error(err)
 	}
+}
+
+// attached returns nil when the gateway node holds an established TCP
+// connection to the manager at url (its agent's watch), an error saying
+// which connections it has otherwise.
+func attached(ctx context.Context, g *lab.Node, url string) error {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return err
+	}
+	out, err := g.Run(ctx, "ss", "-Htn", "state", "established")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[3] == u.Host {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s holds no connection to the manager at %s; its connections:\n%s", g.Name, u.Host, out)
 }
 
 // TestManagerOnSQLiteSurvivesRestarts: the same loop of applies with one

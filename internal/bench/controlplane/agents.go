@@ -22,10 +22,15 @@ const (
 // watchTimeout is the simulated agents' long-poll timeout (fednet agent's).
 const watchTimeout = 30 * time.Second
 
+// statusInterval is the simulated agents' period of status reports
+// (fednet agent's default): 1000 agents make 200 reports a second, which
+// the managers validate and write to the store while changes propagate.
+const statusInterval = 5 * time.Second // agent.DefaultStatusInterval
+
 // agent is a simulated fednet agent: real HTTPS, real enrollment, real long
 // polls (with deltas and gzip, through the client every agent uses), and a
 // data plane that applies nothing: it takes each plan, reports it applied
-// and watches for the next.
+// and watches for the next, and reports its status every statusInterval.
 type agent struct {
 	name string
 	cl   *client.Client
@@ -47,6 +52,11 @@ type agent struct {
 	// failedAt are the times requests failed (to count those after the
 	// managers were back).
 	failedAt []time.Time
+	// inOutage is set while the watch loop backs off; periodic reports
+	// wait for it to end (the loop reports first when it is back).
+	inOutage bool
+	// reports and reportFails count the periodic status reports.
+	reports, reportFails int
 }
 
 // countingConn counts the bytes read from a connection.
@@ -129,6 +139,44 @@ func (a *agent) run(ctx context.Context) {
 	}
 }
 
+// report sends a status report every statusInterval (the first after a
+// random part of it, so the agents' reports spread) until ctx ends or the
+// gateway is removed, as fednet agent does besides its watch. A report
+// that fails is counted (with the watch's failures, for
+// Reconnect.FailedAfterUp); the next tick tries again.
+func (a *agent) report(ctx context.Context) {
+	t := time.NewTimer(rand.N(statusInterval))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		t.Reset(statusInterval)
+		a.mu.Lock()
+		skip := a.removed || a.err != nil || a.inOutage || a.gen == 0
+		a.mu.Unlock()
+		if skip {
+			if a.removed {
+				return
+			}
+			continue
+		}
+		err := a.cl.PutStatus(ctx, a.name, a.status())
+		if ctx.Err() != nil {
+			return
+		}
+		a.mu.Lock()
+		a.reports++
+		if err != nil && client.CodeOf(err) != api.CodeGatewayRemoved {
+			a.reportFails++
+			a.failedAt = append(a.failedAt, time.Now())
+		}
+		a.mu.Unlock()
+	}
+}
+
 func (a *agent) apply(p *api.PlanResponse) {
 	now := time.Now()
 	a.mu.Lock()
@@ -154,6 +202,7 @@ func (a *agent) failed(n int) {
 	if n == 1 {
 		a.outageSince = time.Now()
 	}
+	a.inOutage = true
 	a.outageTries = n
 	a.maxTries = max(a.maxTries, n)
 }
@@ -163,6 +212,7 @@ func (a *agent) back() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.reconnected = time.Now()
+	a.inOutage = false
 }
 
 // arrival returns when the plan of generation gen (or a later one) first

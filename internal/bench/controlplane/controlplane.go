@@ -95,6 +95,12 @@ type Result struct {
 	FirstPlanBytes   int64     `json:"firstPlanBytes"`
 	Changes          []Change  `json:"changes"`
 	Reconnect        Reconnect `json:"reconnect"`
+	// StatusReports is how many periodic status reports the agents sent
+	// over the run (one each every 5 s, as fednet agent), and
+	// StatusReportFails how many of them failed (while every manager
+	// restarted, before an agent noticed).
+	StatusReports     int `json:"statusReports"`
+	StatusReportFails int `json:"statusReportFails"`
 }
 
 // Change is what one spec change cost.
@@ -235,6 +241,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("reconnect: %w", err)
 	}
 	res.Reconnect = rc
+	for _, a := range r.agents {
+		a.mu.Lock()
+		res.StatusReports += a.reports
+		res.StatusReportFails += a.reportFails
+		a.mu.Unlock()
+	}
 	r.progress("reconnect of %d agents after a restart of every manager: %.1f s", rc.Agents, rc.Seconds)
 	return res, nil
 }
@@ -408,6 +420,7 @@ func (r *run) setup(ctx context.Context, res *Result) error {
 	start = time.Now()
 	for _, a := range r.agents {
 		r.wg.Go(func() { a.run(runCtx) })
+		r.wg.Go(func() { a.report(runCtx) })
 	}
 	if missed := r.waitAll(ctx, func(a *agent) bool { return a.generation() > 0 }); missed > 0 {
 		return fmt.Errorf("%d agents got no first plan within %v", missed, deadline)
