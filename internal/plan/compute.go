@@ -137,6 +137,10 @@ type index struct {
 	// siteIndex is the index in f.Sites of each site (the first, as
 	// sites).
 	siteIndex map[string]int
+	// first is, for each index in f.Sites, siteIndex of that site's name;
+	// routedAt is routed by index in f.Sites.
+	first    []int
+	routedAt [][]string
 	// links holds the first topology.links entry of each site pair, as
 	// spec's lookups find it.
 	links map[SitePair]*spec.Link
@@ -170,7 +174,7 @@ func (sf *forest) root(site string) string { return sf.roots[site] }
 
 func newIndex(f *spec.Federation) *index {
 	x := &index{sites: map[string]*spec.Site{}, siteIndex: map[string]int{}, links: map[SitePair]*spec.Link{}, routed: map[string][]string{},
-		v6: map[*spec.Gateway]bool{}, bridgeNet: map[bridgeKey]bridgeNet{}}
+		v6: map[*spec.Gateway]bool{}, bridgeNet: map[bridgeKey]bridgeNet{}, first: make([]int, len(f.Sites))}
 	x.prefixes = []sitePrefix{}
 	for i := range f.Sites {
 		s := &f.Sites[i]
@@ -178,6 +182,7 @@ func newIndex(f *spec.Federation) *index {
 			x.sites[s.Name] = s
 			x.siteIndex[s.Name] = i
 		}
+		x.first[i] = x.siteIndex[s.Name]
 		x.gateways += len(s.Gateways)
 		for _, p := range s.Prefixes {
 			x.prefixes = append(x.prefixes, sitePrefix{p.Masked(), s.Name, x.siteIndex[s.Name]})
@@ -208,6 +213,10 @@ func newIndex(f *spec.Federation) *index {
 	for s, names := range x.routed {
 		slices.Sort(names)
 		x.routed[s] = slices.Compact(names)
+	}
+	x.routedAt = make([][]string, len(f.Sites))
+	for i := range f.Sites {
+		x.routedAt[i] = x.routed[f.Sites[i].Name]
 	}
 	slices.SortFunc(x.prefixes, func(a, b sitePrefix) int { return comparePrefix(a.p, b.p) })
 	return x
@@ -245,8 +254,29 @@ func (v view) linkCost(a, b string) int {
 // sharedRouted returns the names of the routed networks that have both
 // sites as members, sorted.
 func (v view) sharedRouted(a, b string) []string {
-	x, y := v.idx.routed[a], v.idx.routed[b]
 	var out []string
+	eachCommon(v.idx.routed[a], v.idx.routed[b], func(n string) bool {
+		out = append(out, n)
+		return true
+	})
+	return out
+}
+
+// firstShared returns the first name of both sorted lists, "" for none:
+// of the routed networks of two sites, the first in name order that has
+// both as members.
+func firstShared(x, y []string) string {
+	first := ""
+	eachCommon(x, y, func(n string) bool {
+		first = n
+		return false
+	})
+	return first
+}
+
+// eachCommon calls f with every name of both sorted lists, in order,
+// until f returns false.
+func eachCommon(x, y []string, f func(string) bool) {
 	for i, j := 0, 0; i < len(x) && j < len(y); {
 		switch c := cmp.Compare(x[i], y[j]); {
 		case c < 0:
@@ -254,12 +284,13 @@ func (v view) sharedRouted(a, b string) []string {
 		case c > 0:
 			j++
 		default:
-			out = append(out, x[i])
+			if !f(x[i]) {
+				return
+			}
 			i++
 			j++
 		}
 	}
-	return out
 }
 
 func newView(f *spec.Federation, in Inputs) view {
@@ -539,7 +570,11 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 				}
 			}
 			if a.v.isActive(remote.Name, h) {
-				for _, pfx := range sortedPrefixes(via[remote.Name]) {
+				var routed []netip.Prefix
+				if via != nil {
+					routed = via[a.v.idx.first[ri]]
+				}
+				for _, pfx := range sortedPrefixes(routed) {
 					ips = append(ips, pfx)
 					g.Routes = append(g.Routes, Route{Destination: pfx, Device: device(b), Via: h.Name})
 				}
@@ -585,14 +620,17 @@ func flows(v view, rt routing, site *spec.Site) []Flow {
 	// net[i] is the network of flows between site and f.Sites[i] (the
 	// first of those they share), "" for none.
 	net := make([]string, len(f.Sites))
+	self, ok := rt.pos[site.Name]
+	if !ok {
+		self = -1
+	}
+	mine := v.idx.routed[site.Name]
 	for ti := range f.Sites {
 		remote := &f.Sites[ti]
-		if _, routed := rt.nextOf(site.Name, remote.Name); remote.Name == site.Name || !routed {
+		if remote.Name == site.Name || !rt.routes(self, ti) {
 			continue
 		}
-		if shared := v.sharedRouted(site.Name, remote.Name); len(shared) > 0 {
-			net[ti] = slices.Min(shared)
-		}
+		net[ti] = firstShared(mine, v.idx.routedAt[ti])
 	}
 	type relay struct {
 		to  int

@@ -27,9 +27,13 @@ import (
 // routing is the relay plan of a federation: for every site, the next site
 // towards every destination it routes.
 type routing struct {
-	// sites are the sites that are up (view.up), pos their positions.
+	// sites are the sites that are up (view.up), pos their positions,
+	// fidx their indexes in f.Sites (index.sites: the first of a name);
+	// posAt is pos by index in f.Sites, -1 for a site that is not up.
 	sites []string
 	pos   map[string]int
+	fidx  []int
+	posAt []int
 	// next[a][b] is the position of the site after a on the way from a to
 	// b, for every b that a routes (the sites it shares a routed network
 	// with and the sites it relays to), -1 for the others. Rows of sites
@@ -46,42 +50,38 @@ type relayedPair struct {
 	networks []string
 }
 
-// nextOf returns the site after a towards b, and whether a routes b.
-func (rt routing) nextOf(a, b string) (string, bool) {
-	i, ok := rt.pos[a]
-	if !ok || rt.next[i] == nil {
-		return "", false
-	}
-	j, ok := rt.pos[b]
-	if !ok || rt.next[i][j] < 0 {
-		return "", false
-	}
-	return rt.sites[rt.next[i][j]], true
-}
-
 // via returns, for site, the prefixes it routes by the next site on the
-// way to them (keyed by that site's name): the prefixes of every
-// destination whose next hop it is.
-func (rt routing) via(v view, site string) map[string][]netip.Prefix {
+// way to them, indexed by that site's index in f.Sites (index.first): the
+// prefixes of every destination whose next hop it is.
+func (rt routing) via(v view, site string) [][]netip.Prefix {
 	i, ok := rt.pos[site]
 	if !ok || rt.next[i] == nil {
 		return nil
 	}
-	via := make(map[string][]netip.Prefix, len(rt.sites))
+	via := make([][]netip.Prefix, len(v.f.Sites))
 	for dst, next := range rt.next[i] {
 		if next < 0 {
 			continue
 		}
-		if d, ok := v.site(rt.sites[dst]); ok {
-			n := rt.sites[next]
-			if via[n] == nil && int(next) == dst {
-				via[n] = d.Prefixes[:len(d.Prefixes):len(d.Prefixes)] // the common case: shared, not copied
-				continue
-			}
-			via[n] = append(via[n], d.Prefixes...)
+		d := &v.f.Sites[rt.fidx[dst]]
+		n := rt.fidx[next]
+		if via[n] == nil && int(next) == dst {
+			via[n] = d.Prefixes[:len(d.Prefixes):len(d.Prefixes)] // the common case: shared, not copied
+			continue
 		}
+		via[n] = append(via[n], d.Prefixes...)
 	}
 	return via
+}
+
+// routes reports whether the site at position i (-1: not up) routes the
+// site at index j of f.Sites.
+func (rt routing) routes(i, j int) bool {
+	if i < 0 || rt.next[i] == nil {
+		return false
+	}
+	p := rt.posAt[j]
+	return p >= 0 && rt.next[i][p] >= 0
 }
 
 // computeRouting plans routed traffic over the links that are up in v,
@@ -101,6 +101,17 @@ func computeRouting(v view) routing {
 	hops := newHopFinder(v, sites)
 
 	rt := routing{sites: sites, pos: pos, next: make([][]int32, n), relayed: map[string][]relayedPair{}}
+	rt.fidx = make([]int, n)
+	for i, s := range sites {
+		rt.fidx[i] = v.idx.siteIndex[s]
+	}
+	rt.posAt = make([]int, len(v.f.Sites))
+	for j := range v.f.Sites {
+		rt.posAt[j] = -1
+		if p, ok := pos[v.f.Sites[j].Name]; ok {
+			rt.posAt[j] = p
+		}
+	}
 	route := func(a, b, next int) {
 		if rt.next[a] == nil {
 			rt.next[a] = make([]int32, n)
