@@ -454,9 +454,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return r, err
 	}
+	// Control traffic (agents to managers, managers to etcd, etcd
+	// members to each other) is not between gateways.
 	var control []netip.Addr
-	if l.Manager != nil {
-		control = append(control, l.Manager.Public.Addr())
+	for _, m := range l.Managers {
+		control = append(control, m.Public.Addr())
 	}
 	wire, err := lab.AnalyzeWire(pcap, f.Overlay.Supernet, f.Overlay.ListenPort, control...)
 	if err != nil {
