@@ -90,11 +90,13 @@ type Result struct {
 	Compression bool   `json:"compression"`
 	// Setup: enrolling every agent and handing each its first (whole)
 	// plan.
-	EnrollSeconds    float64   `json:"enrollSeconds"`
-	FirstPlanSeconds float64   `json:"firstPlanSeconds"`
-	FirstPlanBytes   int64     `json:"firstPlanBytes"`
-	Changes          []Change  `json:"changes"`
-	Reconnect        Reconnect `json:"reconnect"`
+	EnrollSeconds    float64 `json:"enrollSeconds"`
+	FirstPlanSeconds float64 `json:"firstPlanSeconds"`
+	FirstPlanBytes   int64   `json:"firstPlanBytes"`
+	// Steady is the load between changes.
+	Steady    Steady    `json:"steady"`
+	Changes   []Change  `json:"changes"`
+	Reconnect Reconnect `json:"reconnect"`
 	// StatusReports is how many periodic status reports the agents sent
 	// over the run (one each every 5 s, as fednet agent), and
 	// StatusReportFails how many of them failed (while every manager
@@ -130,6 +132,22 @@ type Change struct {
 	EtcdCPUSeconds    float64 `json:"etcdCpuSeconds,omitempty"`
 	PeakRSSMB         float64 `json:"peakRssMB"`
 }
+
+// Steady is the managers' load while nothing changes: every agent
+// long-polls its plan and reports its status every 5 s.
+type Steady struct {
+	// Seconds is the length of the window measured.
+	Seconds float64 `json:"seconds"`
+	// ManagerCores is the managers' CPU seconds per second over the
+	// window, summed over the managers; EtcdCores etcd's.
+	ManagerCores float64 `json:"managerCores"`
+	EtcdCores    float64 `json:"etcdCores,omitempty"`
+	// RSSMB is the largest resident set of one manager at the end.
+	RSSMB float64 `json:"rssMB"`
+}
+
+// steadyWindow is how long the steady load is measured.
+const steadyWindow = 10 * time.Second
 
 // Reconnect is the restart of every manager at once.
 type Reconnect struct {
@@ -228,6 +246,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := r.setup(ctx, res); err != nil {
 		return nil, err
 	}
+	res.Steady = r.steady(ctx)
+	r.progress("steady: managers %.2f cores, %.0f MB", res.Steady.ManagerCores, res.Steady.RSSMB)
 	for _, kind := range []string{SiteAdded, PrefixChanged, NetworkAdded, GatewayRemoved} {
 		c, err := r.change(ctx, kind)
 		if err != nil {
@@ -492,6 +512,7 @@ func (r *run) usage() (mgr usage, etcd time.Duration) {
 			if err == nil {
 				mgr.cpu += u.cpu
 				mgr.peak = max(mgr.peak, u.peak)
+				mgr.rss = max(mgr.rss, u.rss)
 			}
 		}
 	}
@@ -505,6 +526,20 @@ func (r *run) usage() (mgr usage, etcd time.Duration) {
 		}
 	}
 	return mgr, etcd
+}
+
+// steady measures the managers over steadyWindow while nothing changes
+// (a measurement window, not a wait for anything).
+func (r *run) steady(ctx context.Context) Steady {
+	mgr0, etcd0 := r.usage()
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+	case <-time.After(steadyWindow):
+	}
+	mgr1, etcd1 := r.usage()
+	secs := time.Since(start).Seconds()
+	return Steady{Seconds: secs, ManagerCores: (mgr1.cpu - mgr0.cpu).Seconds() / secs, EtcdCores: (etcd1 - etcd0).Seconds() / secs, RSSMB: float64(mgr1.rss) / (1 << 20)}
 }
 
 // change makes one change through the first manager and measures it.

@@ -73,6 +73,12 @@ func TestShort(t *testing.T) {
 					t.Errorf("%s: the other managers did not log their planning: %+v", ch.Kind, ch)
 				}
 			}
+			if st := res.Steady; st.Seconds <= 0 || st.RSSMB <= 0 || (c.Managers > 1) != (st.EtcdCores > 0) {
+				t.Errorf("steady: %+v", st)
+			}
+			if res.StatusReports == 0 {
+				t.Error("the agents sent no periodic status report")
+			}
 			if rc := res.Reconnect; rc.Reconnected != rc.Agents || rc.Agents != 19 || rc.FailedAfterUp != 0 {
 				t.Errorf("reconnect: %+v", rc)
 			}

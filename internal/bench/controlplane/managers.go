@@ -190,10 +190,17 @@ func tailFile(path string, n int) string {
 type usage struct {
 	cpu  time.Duration
 	peak int64 // bytes (VmHWM)
+	rss  int64 // bytes (VmRSS)
 }
 
 // clockTick is the kernel's USER_HZ, 100 on Linux.
 const clockTick = 100
+
+// kiB parses a /proc/PID/status size (" 1234 kB") into bytes.
+func kiB(v string) int64 {
+	kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+	return kb << 10
+}
 
 // processUsage reads /proc for pid.
 func processUsage(pid int) (usage, error) {
@@ -221,8 +228,10 @@ func processUsage(pid int) (usage, error) {
 	sc := bufio.NewScanner(status)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			u.peak = kb << 10
+			u.peak = kiB(v)
+		}
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			u.rss = kiB(v)
 		}
 	}
 	return u, nil

@@ -99,6 +99,8 @@ func Markdown(results []*Result) string {
 		fmt.Fprintf(&b, "### %d gateways, %d manager(s), %s store, %d CPUs (deltas %v, gzip %v)\n\n", r.Gateways, r.Managers, store, r.CPUs, r.Deltas, r.Compression)
 		fmt.Fprintf(&b, "Setup: %d enrollments in %.1f s; first (whole) plans to every agent in %.1f s, %.1f MB.\n\n",
 			r.Gateways, r.EnrollSeconds, r.FirstPlanSeconds, float64(r.FirstPlanBytes)/1e6)
+		fmt.Fprintf(&b, "Steady (%.0f s, nothing changing, every agent watching and reporting every 5 s): managers %.2f cores, etcd %.2f cores, largest manager RSS %.0f MB.\n\n",
+			r.Steady.Seconds, r.Steady.ManagerCores, r.Steady.EtcdCores, r.Steady.RSSMB)
 		b.WriteString("| change | agents | planning ms (others) | p50 ms | p99 ms | max ms | API ms | bytes sent | manager CPU s | etcd CPU s | peak RSS MB |\n")
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.Changes {
