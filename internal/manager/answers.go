@@ -61,8 +61,13 @@ const gzipAbove = 1 << 10
 // new version), but is kept to be safe. Safe for concurrent use.
 type answers struct {
 	mu sync.Mutex
-	// prev is the version before, until the delta from it is made.
+	// prev is the version before, until the delta from it is made;
+	// prevAnswers that version's answers (which know whether it is
+	// keyed).
 	prev            *plan.Gateway
+	prevAnswers     *answers
+	keyedOnce       sync.Once
+	keyedPlan       bool // plandelta.Keyed of this version
 	rotate          int
 	fullBody, fullZ []byte
 	deltaDone       bool
@@ -95,9 +100,13 @@ func (a *answers) delta(p planEntry, rotate int) ([]byte, []byte) {
 	a.reset(rotate)
 	if !a.deltaDone && a.prev != nil {
 		a.deltaDone = true
-		prev := a.prev
-		a.prev = nil // the delta is all that is needed of it
-		if d, ok := plandelta.Diff(*prev, p.plan, p.Sum); ok {
+		prev, before := a.prev, a.prevAnswers
+		a.prev, a.prevAnswers = nil, nil // the delta is all that is needed of them
+		// Each version's lists are checked once: as the new plan of one
+		// delta and, remembered, as the base of the next.
+		prevKeyed := before != nil && before.keyed(*prev) || before == nil && plandelta.Keyed(*prev)
+		if prevKeyed && a.keyed(p.plan) {
+			d := plandelta.DiffKeyed(*prev, p.plan, p.Sum)
 			if js, err := json.Marshal(d); err == nil {
 				a.deltaBody = fmt.Appendf(nil, `{"generation":%d,"revision":%d,"base":%d,"delta":%s,"rotateKey":%d}`+"\n", p.Generation, p.Revision, p.prevGen, js, rotate)
 				a.deltaZ = gzipped(a.deltaBody)
@@ -105,6 +114,13 @@ func (a *answers) delta(p planEntry, rotate int) ([]byte, []byte) {
 		}
 	}
 	return a.deltaBody, a.deltaZ
+}
+
+// keyed reports (once for the version, whoever asks first) whether g,
+// this version's plan, is plandelta.Keyed. It does not take a.mu.
+func (a *answers) keyed(g plan.Gateway) bool {
+	a.keyedOnce.Do(func() { a.keyedPlan = plandelta.Keyed(g) })
+	return a.keyedPlan
 }
 
 // reset drops what was encoded with another rotateKey. a.mu must be held.

@@ -75,7 +75,7 @@ func newEntry(p store.Plan, g plan.Gateway, old planEntry, hadOld bool) planEntr
 	if hadOld && old.Generation < p.Generation {
 		prev := old.plan
 		e.prev, e.prevGen = &prev, old.Generation
-		e.answers.prev = &prev
+		e.answers.prev, e.answers.prevAnswers = &prev, old.answers
 	}
 	return e
 }

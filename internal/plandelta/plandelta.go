@@ -75,21 +75,27 @@ func head(g plan.Gateway) plan.Gateway {
 // keyed uniquely (sorted with no key twice, as plan.Compute makes them):
 // then send the whole plan.
 func Diff(old, new plan.Gateway, sum [sha256.Size]byte) (Delta, bool) {
-	if !keyed(old) || !keyed(new) {
+	if !Keyed(old) || !Keyed(new) {
 		return Delta{}, false
 	}
+	return DiffKeyed(old, new, sum), true
+}
+
+// DiffKeyed is Diff for plans the caller knows to be Keyed (a caller that
+// diffs each plan against the next checks each only once).
+func DiffKeyed(old, new plan.Gateway, sum [sha256.Size]byte) Delta {
 	d := Delta{Head: head(new), Sum: hex.EncodeToString(sum[:])}
 	d.Peers, d.PeersGone = diffList(old.Peers, new.Peers, peerKey, comparePeerKey, peerEqual)
 	d.Routes, d.RoutesGone = diffList(old.Routes, new.Routes, routeKey, comparePrefix, func(a, b plan.Route) bool { return a == b })
 	d.Flows, d.FlowsGone = diffList(old.Firewall.Flows, new.Firewall.Flows, flowKey, compareFlowKey, func(a, b plan.Flow) bool { return a == b })
 	d.Remote, d.RemoteGone = diffList(old.Firewall.Remote, new.Firewall.Remote, func(p netip.Prefix) netip.Prefix { return p }, comparePrefix, func(a, b netip.Prefix) bool { return a == b })
-	return d, true
+	return d
 }
 
 // Apply rebuilds the plan d was made for from base, the plan d was made
 // from, and checks it against d's sum (ErrMismatch).
 func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {
-	if !keyed(base) {
+	if !Keyed(base) {
 		return plan.Gateway{}, fmt.Errorf("%w: the base plan's lists are not sorted by key", ErrMismatch)
 	}
 	g := d.Head
@@ -210,8 +216,9 @@ func peerEqual(a, b plan.Peer) bool {
 		slices.Equal(a.AllowedIPs, b.AllowedIPs) && a.WireGuard == b.WireGuard
 }
 
-// keyed reports whether g's four lists are sorted with no key twice.
-func keyed(g plan.Gateway) bool {
+// Keyed reports whether g's four lists are sorted by key with no key twice
+// (as plan.Compute makes them), which Diff and Apply need.
+func Keyed(g plan.Gateway) bool {
 	return strictly(g.Peers, peerKey, comparePeerKey) && strictly(g.Routes, routeKey, comparePrefix) &&
 		strictly(g.Firewall.Flows, flowKey, compareFlowKey) && strictly(g.Firewall.Remote, func(p netip.Prefix) netip.Prefix { return p }, comparePrefix)
 }
