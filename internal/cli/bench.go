@@ -133,11 +133,13 @@ func newBenchControlPlaneCmd() *cobra.Command {
 		Use:   "control-plane --gateways N[,N...] [--managers M] [--store sqlite|etcd] [--json]",
 		Short: "Measure the control plane: propagation of spec changes to N simulated agents, planning, bytes, CPU, reconnection",
 		Long: `control-plane runs N simulated agents (real HTTPS, real enrollment, real long
-polls with deltas and gzip, a data plane that applies nothing) against real
-fednet manager processes on this machine: one on SQLite, or --managers M on an
-etcd cluster of --etcd-members started for the run (the etcd-server package;
-make deps installs it). It applies a sequence of changes through the first
-manager and measures each: a site added, one site's prefix changed, a bridged
+polls with deltas and gzip, a status report every 5 s as fednet agent sends,
+a data plane that applies nothing) against real fednet manager processes on
+this machine: one on SQLite, or --managers M on an etcd cluster of
+--etcd-members started for the run (the etcd-server package; make deps
+installs it). It measures the managers' load for 10 s while nothing
+changes, then applies a sequence of changes through the first manager and
+measures each: a site added, one site's prefix changed, a bridged
 network added over every site, a gateway removed. For each: the planning time
 (the managers' own log), propagation p50/p99/max to every affected agent (from
 the start of the API call to the arrival of the agent's new plan), the bytes

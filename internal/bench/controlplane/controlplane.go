@@ -1,8 +1,9 @@
 // Package controlplane measures fednet's control plane at scale, as
 // `fednet bench control-plane` reports it: N simulated agents (real HTTPS,
 // real enrollment, real long polls through fednet's client with deltas and
-// gzip, a data plane that applies nothing) against real fednet manager
-// processes on SQLite or on a real etcd cluster, through a sequence of spec
+// gzip, a status report every 5 s, a data plane that applies nothing)
+// against real fednet manager processes on SQLite or on a real etcd
+// cluster: their load while nothing changes, then a sequence of spec
 // changes (a site added, a site's prefix changed, a bridged network added
 // over every site, a gateway removed). For each change: the plan
 // computation time (the managers' own log lines), propagation p50/p99/max
