@@ -126,9 +126,12 @@ func TestBenchQuick(t *testing.T) {
 	checkPath(t, "live", m, bench.Overlay, lr.Settings)
 }
 
-// Physical bounds of any figure measured in a lab on one machine.
+// Physical bounds of any figure measured in a lab on one machine: a figure
+// beyond them is a parsing or unit error, not a slow machine. The RTT bound
+// is the length of the longest ping run (a loaded CI machine answers a ping
+// under load after more than a second: seen 1210 ms).
 const (
-	maxLabRTTMs = 1000   // a round trip between namespaces of one machine
+	maxLabRTTMs = 60000  // a round trip between namespaces of one machine
 	maxLabMbps  = 100000 // more than any veth pair of one machine carries
 )
 

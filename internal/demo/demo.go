@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -537,15 +538,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // WireGuardKind tells whether a gateway runs kernel or userspace WireGuard:
-// "kernel", "userspace (wireguard-go)" or "unknown".
+// "kernel", "userspace (wireguard-go)" or "unknown". It reads the link's
+// kind, not its text: fednet's mark (the interface alias) names the backend
+// on either kind.
 func WireGuardKind(ctx context.Context, gw *lab.Node) string {
-	out, err := gw.Run(ctx, "ip", "-d", "link", "show", "dev", spec.DefaultInterface)
-	switch {
-	case err != nil:
+	out, err := gw.Run(ctx, "ip", "-d", "-j", "link", "show", "dev", spec.DefaultInterface)
+	if err != nil {
 		return "unknown"
-	case strings.Contains(out, "wireguard"):
+	}
+	var links []struct {
+		LinkInfo struct {
+			Kind string `json:"info_kind"`
+		} `json:"linkinfo"`
+	}
+	if json.Unmarshal([]byte(out), &links) != nil || len(links) != 1 {
+		return "unknown"
+	}
+	switch links[0].LinkInfo.Kind {
+	case "wireguard":
 		return "kernel"
-	case strings.Contains(out, "tun"):
+	case "tun":
 		return "userspace (wireguard-go)"
 	}
 	return "unknown"

@@ -143,13 +143,17 @@ func cliApply(ctx context.Context, t *testing.T, a *applies, m *demo.Managed, no
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(t.TempDir(), "spec.yaml")
+	dir := t.TempDir()
+	file, tokenFile := filepath.Join(dir, "spec.yaml"), filepath.Join(dir, "admin.token")
 	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(m.AdminToken()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	out, err := node.Run(actx, binary, "apply", "-f", file, "--manager", strings.Join(m.URLs(), ","), "--token", m.AdminToken(), "--ca-fingerprint", m.CAFingerprint())
+	out, err := node.Run(actx, binary, "apply", "-f", file, "--manager", strings.Join(m.URLs(), ","), "--token-file", tokenFile, "--ca-fingerprint", m.CAFingerprint())
 	if err != nil {
 		t.Errorf("fednet apply --manager %s with the first manager and an etcd member down: %v", strings.Join(m.URLs(), ","), err)
 		a.fails = append(a.fails, err)

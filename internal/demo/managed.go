@@ -279,6 +279,17 @@ func (m *Managed) Dialer() func(ctx context.Context, network, addr string) (net.
 	return node.DialContext
 }
 
+// ManagerProcess is the first manager's process (its log, its exit), or
+// nil.
+func (m *Managed) ManagerProcess() *lab.Process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.managers) == 0 {
+		return nil
+	}
+	return m.managers[0]
+}
+
 // StopManager ends every manager process.
 func (m *Managed) StopManager(ctx context.Context) error {
 	var errs []error
@@ -303,7 +314,13 @@ func (m *Managed) Enroll(ctx context.Context, gateway string) error {
 	if err != nil {
 		return fmt.Errorf("join token for %s: %w", gateway, err)
 	}
-	return m.startAgent(node, "--token", tok.Token)
+	// As an operator should: the token in a file only root reads, not on
+	// the command line.
+	file := filepath.Join(node.Dir, "join.token")
+	if err := os.WriteFile(file, []byte(tok.Token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("join token for %s: %w", gateway, err)
+	}
+	return m.startAgent(node, "--token-file", file)
 }
 
 // StartAgent starts a gateway's agent again on its data directory (it

@@ -37,6 +37,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 	a.SetRevision(1)
 	a.SetAvailableBandwidth("p", 1e6)
 	a.ObserveProbe("p", probe.Sample{RTT: time.Millisecond})
+	a.DataplaneRestarted(true)
 	a.SetLinkSource(func(context.Context) []api.LinkStatus {
 		return []api.LinkStatus{{Peer: "p", Backend: "wireguard", Established: true, LastHandshake: now, Probe: lp}}
 	})

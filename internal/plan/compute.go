@@ -605,6 +605,7 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		addNeighbors(a.v, site, &g)
 	}
 	g.Firewall.TunnelPorts = tunnelPorts(g.Bridges)
+	g.Firewall.Admit = admissions(f.PublicAllowOf(self))
 	return g, nil
 }
 
@@ -692,6 +693,20 @@ func compareFlow(a, b Flow) int {
 		return c
 	}
 	return cmp.Compare(a.Network, b.Network)
+}
+
+// admissions are a gateway's public-side admissions from the spec's, in
+// spec order; nil when there are none.
+func admissions(list []spec.Admission) []Admission {
+	var out []Admission
+	for _, a := range list {
+		proto := backend.TCP
+		if a.Protocol == spec.AdmitUDP {
+			proto = backend.UDP
+		}
+		out = append(out, Admission{Protocol: proto, Port: a.Port, Sources: sortedPrefixes(a.Sources)})
+	}
+	return out
 }
 
 // onSegment is a with the prefix length of the prefix of site s that holds

@@ -104,6 +104,9 @@ func (g Gateway) String() string {
 	for _, n := range fw.Neighbors {
 		fmt.Fprintf(&b, "    input: accept udp dport %d from neighbor %s only\n", n.Port, n.Address)
 	}
+	for _, a := range fw.Admit {
+		fmt.Fprintf(&b, "    input: accept %s dport %d from %s (publicAllow)\n", a.Protocol, a.Port, joinPrefixes(a.Sources))
+	}
 	for _, fl := range fw.Flows {
 		fmt.Fprintf(&b, "    forward: accept %s -> %s (network %s)\n", fl.Source, fl.Destination, fl.Network)
 	}

@@ -335,6 +335,22 @@ type Firewall struct {
 	// packet from anywhere else would put frames into a bridged network.
 	// Sorted.
 	TunnelPorts []int `json:"tunnelPorts,omitempty"`
+	// Admit is what the spec admits to the gateway itself besides the
+	// tunnel (overlay.publicAllow, then the gateway's publicAllow): on
+	// any interface, from the listed sources only. An agent older than
+	// this field refuses a plan that has it (unknown field) and keeps its
+	// state, so no plan format change.
+	Admit []Admission `json:"admit,omitempty"`
+}
+
+// Admission accepts one protocol and port from some source prefixes.
+type Admission struct {
+	// Protocol is TCP or UDP.
+	Protocol backend.Protocol `json:"protocol"`
+	// Port is the destination port, 1..65535.
+	Port int `json:"port"`
+	// Sources are the source prefixes, masked, sorted, each once.
+	Sources []netip.Prefix `json:"sources"`
 }
 
 // Flow allows forwarding from Source to Destination for a network.

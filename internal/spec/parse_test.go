@@ -44,7 +44,7 @@ func TestThreeSitesExample(t *testing.T) {
 		Interface:   "fed0",
 		Backend:     backend.WireGuard,
 	}
-	if f.Overlay != wantOverlay {
+	if !reflect.DeepEqual(f.Overlay, wantOverlay) {
 		t.Errorf("overlay = %+v, want %+v", f.Overlay, wantOverlay)
 	}
 	if f.Topology.Mode != "mesh" {
@@ -113,8 +113,8 @@ func TestDefaults(t *testing.T) {
 		}},
 		{"overlay given", "overlay:\n  supernet: 10.0.0.0/9\n  transit: 172.31.0.0/24\n  listenPort: 443\n  underlayMTU: 9000\n  interface: wg-fed\n",
 			func(t *testing.T, f *Federation) {
-				want := Overlay{netip.MustParsePrefix("10.0.0.0/9"), netip.MustParsePrefix("172.31.0.0/24"), 443, 9000, "wg-fed", backend.WireGuard}
-				if f.Overlay != want {
+				want := Overlay{Supernet: netip.MustParsePrefix("10.0.0.0/9"), Transit: netip.MustParsePrefix("172.31.0.0/24"), ListenPort: 443, UnderlayMTU: 9000, Interface: "wg-fed", Backend: backend.WireGuard}
+				if !reflect.DeepEqual(f.Overlay, want) {
 					t.Errorf("overlay = %+v, want %+v", f.Overlay, want)
 				}
 			}},

@@ -72,6 +72,10 @@ type Overlay struct {
 	// Backend is the tunnel backend of every link (default wireguard; the
 	// names package backend registers are valid).
 	Backend backend.Name `yaml:"backend,omitempty" json:"backend,omitempty"`
+	// PublicAllow admits traffic to every gateway itself on its public
+	// side besides the tunnel, such as SSH from the operators' network
+	// (publicallow.go).
+	PublicAllow []Admission `yaml:"publicAllow,omitempty" json:"publicAllow,omitempty"`
 }
 
 // Site is one place: a VPC, a VNet, an on-prem LAN, an edge location.
@@ -149,6 +153,9 @@ type Gateway struct {
 	// site needs one entry per bridged network of the site: the site's
 	// active gateway serves its bridged networks.
 	BridgePorts map[string]string `yaml:"bridgePorts,omitempty" json:"bridgePorts,omitempty"`
+	// PublicAllow admits traffic to this gateway itself, in addition to
+	// Overlay.PublicAllow (publicallow.go).
+	PublicAllow []Admission `yaml:"publicAllow,omitempty" json:"publicAllow,omitempty"`
 }
 
 // Mode says how a network joins its sites.

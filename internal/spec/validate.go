@@ -43,6 +43,7 @@ func (c *checker) validate() {
 	c.topology(sites)
 	c.egressPrices()
 	c.clouds()
+	c.publicAllows()
 	c.lab()
 }
 

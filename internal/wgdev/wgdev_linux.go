@@ -14,7 +14,7 @@ import (
 	"golang.zx2c4.com/wireguard/tun"
 )
 
-// Run creates the TUN interface name, runs a WireGuard device on it and
+// Run creates the TUN interface name (or attaches to it), runs a WireGuard device on it and
 // serves the UAPI socket SocketPath(name) until one of these happens:
 //
 //   - ctx is cancelled: Run returns nil;
@@ -23,7 +23,8 @@ import (
 //     returns nil;
 //   - the UAPI socket fails or is removed: Run returns an error.
 //
-// On return the device is closed (which removes the interface), the socket
+// On return the device is closed (which removes the interface, unless it
+// is a persistent TUN that existed before Run: then it stays), the socket
 // file is removed and every UAPI connection is closed. logf receives
 // wireguard-go's error messages and Run's own notices; nil discards them.
 // Run fails at once if the interface cannot be created or the socket is in

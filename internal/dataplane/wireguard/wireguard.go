@@ -98,12 +98,19 @@ type Config struct {
 	WGDevLog string
 	// Timeout bounds each call to a device (default DefaultTimeout).
 	Timeout time.Duration
+	// Restart bounds the restarts of userspace device processes that die
+	// (see Supervision in README.md); zero: DefaultRestartPolicy.
+	Restart RestartPolicy
 	// Logf receives notices (a userspace device started, a dead one
 	// replaced); nil discards them. Errors are returned, not logged.
 	Logf func(format string, args ...any)
 }
 
 // Driver is the WireGuard driver. It is safe for concurrent use.
+//
+// On Linux it supervises the userspace devices it starts or finds running
+// (tunnel.Supervisor): a device process that dies is replaced at once and
+// its configuration restored, and OnEvent's function hears of it.
 type Driver struct {
 	cfg  Config
 	pub  plan.Key // zero without a private key
@@ -111,6 +118,16 @@ type Driver struct {
 
 	pidsMu sync.Mutex
 	pids   []int // userspace devices started; guarded by pidsMu
+
+	snapMu sync.Mutex
+	// snaps is the configuration each device was last read with or
+	// brought to, by interface: what a replaced device gets back.
+	// Guarded by snapMu.
+	snaps map[string]*Device
+
+	supMu   sync.Mutex
+	watches map[string]*watch  // supervised userspace devices by interface; guarded by supMu
+	onEvent func(tunnel.Event) // guarded by supMu
 }
 
 // New returns a driver for cfg.
@@ -121,8 +138,14 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Restart == (RestartPolicy{}) {
+		cfg.Restart = DefaultRestartPolicy
+	}
+	if err := cfg.Restart.validate(); err != nil {
+		return nil, err
+	}
 	cfg.WGDevCommand = slices.Clone(cfg.WGDevCommand)
-	d := &Driver{cfg: cfg, logf: cfg.Logf}
+	d := &Driver{cfg: cfg, logf: cfg.Logf, snaps: map[string]*Device{}, watches: map[string]*watch{}}
 	if d.logf == nil {
 		d.logf = func(string, ...any) {}
 	}
@@ -147,6 +170,76 @@ func (d *Driver) Started() []int {
 	d.pidsMu.Lock()
 	defer d.pidsMu.Unlock()
 	return slices.Clone(d.pids)
+}
+
+// OnEvent implements tunnel.Supervisor: f hears of every userspace device
+// that died and was replaced (Restored) or is lost with its interface. f
+// runs on the driver's goroutine and must not block (nor call Apply: hand
+// the event on). Supervision is on while a function is set: with none (at
+// first, or after OnEvent(nil)) a dead device is left for Apply to
+// recreate, so that of two drivers on one machine (an agent's old and new
+// data plane after a key rotation, tests) only one replaces it.
+func (d *Driver) OnEvent(f func(tunnel.Event)) {
+	d.supMu.Lock()
+	defer d.supMu.Unlock()
+	d.onEvent = f
+}
+
+// supervising reports whether OnEvent's function is set.
+func (d *Driver) supervising() bool {
+	d.supMu.Lock()
+	defer d.supMu.Unlock()
+	return d.onEvent != nil
+}
+
+// emit hands e to OnEvent's function.
+func (d *Driver) emit(e tunnel.Event) {
+	d.supMu.Lock()
+	f := d.onEvent
+	d.supMu.Unlock()
+	e.Backend = backend.WireGuard
+	if f != nil {
+		f(e)
+	}
+}
+
+// remember records dev as the configuration of the device on name.
+func (d *Driver) remember(name string, dev *Device) {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	d.snaps[name] = dev.Clone().(*Device)
+}
+
+// track applies op, done on the machine, to the configuration remembered
+// for its interface: the snapshot follows every change the driver makes
+// between two reads.
+func (d *Driver) track(op tunnel.Op) {
+	name := op.Target().Interface
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	s := tunnel.State{}
+	if dev, ok := d.snaps[name]; ok {
+		s.Device = dev
+	} else if _, creates := op.(linkAdd); !creates {
+		return // nothing known to change
+	}
+	op.Apply(&s)
+	if dev := device(s); dev != nil {
+		d.snaps[name] = dev
+	} else {
+		delete(d.snaps, name)
+	}
+}
+
+// snapshot returns a copy of the configuration remembered for name, nil
+// for none.
+func (d *Driver) snapshot(name string) *Device {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	if dev, ok := d.snaps[name]; ok {
+		return dev.Clone().(*Device)
+	}
+	return nil
 }
 
 // Device is a WireGuard device: what wgctrl reads and sets.
