@@ -2,9 +2,10 @@
 GO       ?= go
 BIN      := bin/fednet
 # Debian packages the lab, the demo and the tests use (systemd for
-# systemd-analyze, rpm to read the .rpm: the package test; chromium for the
-# web console's tests, which drive it headless).
-APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm chromium
+# systemd-analyze, rpm to read the .rpm: the package test; etcd-server: the
+# etcd store's tests, the control-plane bench, the lab with --managers 3;
+# chromium for the web console's tests, which drive it headless).
+APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm etcd-server chromium
 FUZZTIME ?= 10s
 # Tools: nFPM builds the packages (a release that builds with this Go; later
 # ones need modules the module proxy refuses); moto emulates the EC2 API for
@@ -18,7 +19,7 @@ VERSION ?= 0.1.0
 ARCH    ?= $(shell $(GO) env GOARCH)
 PKG_DIR ?= build/pkg
 
-.PHONY: all deps build test unit fuzz check demo bench bench-abw package screenshot clean
+.PHONY: all deps build test unit fuzz check demo bench bench-abw scale package screenshot clean
 
 all: build
 
@@ -71,6 +72,16 @@ demo: deps build
 # (docs/bench.md); results in bench-<timestamp>/.
 bench: deps build
 	./$(BIN) bench
+
+# scale runs the control-plane bench at scale (docs/manager.md, "Sizing"):
+# SCALE_GATEWAYS simulated agents against one manager on SQLite, then against
+# three managers on a three-member etcd; results and plots in
+# bench-scale-sqlite/ and bench-scale-etcd/. `make test` runs the short form
+# (TestShort in internal/bench/controlplane).
+SCALE_GATEWAYS ?= 10,100,300,1000
+scale: deps build
+	./$(BIN) bench control-plane --gateways $(SCALE_GATEWAYS) --out bench-scale-sqlite
+	./$(BIN) bench control-plane --gateways $(SCALE_GATEWAYS) --managers 3 --out bench-scale-etcd
 
 # bench-abw runs the available-bandwidth accuracy runs (as root, in a lab):
 # bottlenecks of 20, 100 and 400 Mbit/s, without and with 30 % cross traffic,

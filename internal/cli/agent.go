@@ -182,7 +182,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 	cmd.Flags().StringVar(&m.dataDir, "data-dir", "", "managed mode: directory of the agent's key, credential and last plan (created 0700)")
 	cmd.Flags().StringVar(&m.token, "token", "", "managed mode: join token from fednet token create (first start only; visible in ps, prefer --token-file)")
 	cmd.Flags().StringVar(&m.tokenFile, "token-file", "", "managed mode: file holding the join token (first start only)")
-	cmd.Flags().StringVar(&m.manager, "manager", "", "managed mode: manager URL, replacing the join token's (https://HOST:PORT)")
+	cmd.Flags().StringVar(&m.manager, "manager", "", "managed mode: manager URL, replacing the join token's (https://HOST:PORT; several managers of the federation comma-separated)")
 	cmd.Flags().StringVar(&m.endpoint, "endpoint", "", "managed mode: this gateway's public HOST:PORT, sent at enrollment for the record only: the manager shows it and warns when it differs from the spec's; peers always use the spec's gateways[].endpoint")
 	cmd.Flags().DurationVar(&m.bandwidthInterval, "bandwidth-interval", 0, "estimate every link's available bandwidth this often (e.g. 10m, jittered ±20%; at least 1m); 0 turns the schedule off")
 	cmd.Flags().DurationVar(&m.statusInterval, "status-interval", agent.DefaultStatusInterval, "managed mode: how often to report status to the manager")
