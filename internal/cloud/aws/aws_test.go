@@ -305,8 +305,8 @@ func TestUnauthorizedOperation(t *testing.T) {
 	}
 	// The other changes went ahead: routes and rules are in place, and a
 	// second apply (with the permission) completes the rest.
-	if len(done) != 11 {
-		t.Errorf("%d changes done despite the failed ones, want 11 (3 rules, 8 routes)", len(done))
+	if len(done) != 15 {
+		t.Errorf("%d changes done despite the failed ones, want 15 (7 rules: the tunnel port and the fallback's TCP 443; 8 routes):\n%s", len(done), strings.Join(texts(done), "\n"))
 	}
 	rest, err := site(t, c, v.Spec(t, example), plan.Inputs{}).Apply(ctx)
 	if err != nil || len(rest) != 2 {
