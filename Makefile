@@ -91,11 +91,13 @@ ABW_RUNS ?= 10
 bench-abw: deps
 	$(GO) test -count=1 -timeout 30m -run 'TestBenchABW' -v ./internal/abw/abwlab -abw.runs $(ABW_RUNS) -abw.table $(CURDIR)/bench-abw.md
 
-# screenshot runs the web console's lab test (as root: a four-site lab, a
-# manager, real agents, headless Chromium) and writes its screenshots to
-# docs/img: console.png, the page the README shows.
+# screenshot runs the web console's lab tests (as root: labs with a manager,
+# real agents, headless Chromium) and writes their screenshots to docs/img:
+# console-demo.png (the lab of `fednet lab demo`, the page the README shows),
+# console.png and console-up.png (a four-site lab with a relayed path and a
+# standby, just after a cut and with every link up: docs/console.md).
 screenshot: deps
-	$(GO) test -count=1 -timeout 10m -run '^TestConsoleOnLab$$' ./internal/console -console.screenshots $(CURDIR)/docs/img
+	$(GO) test -count=1 -timeout 10m -run '^(TestConsoleOnDemoLab|TestConsoleOnLab)$$' ./internal/console -console.screenshots $(CURDIR)/docs/img
 
 # package builds the .deb and the .rpm (docs/deploy.md): a static binary,
 # the systemd units, the example settings, and man pages generated from the
