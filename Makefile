@@ -2,8 +2,10 @@
 GO       ?= go
 BIN      := bin/fednet
 # Debian packages the lab, the demo and the tests use (systemd for
-# systemd-analyze, rpm to read the .rpm: the package test).
-APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm
+# systemd-analyze, rpm to read the .rpm: the package test; strongSwan's
+# charon with kernel-libipsec and swanctl for links on backend ipsec).
+APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm \
+            strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-extra-plugins
 FUZZTIME ?= 10s
 # Tools: nFPM builds the packages (a release that builds with this Go; later
 # ones need modules the module proxy refuses); moto emulates the EC2 API for

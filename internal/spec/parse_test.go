@@ -113,7 +113,7 @@ func TestDefaults(t *testing.T) {
 		}},
 		{"overlay given", "overlay:\n  supernet: 10.0.0.0/9\n  transit: 172.31.0.0/24\n  listenPort: 443\n  underlayMTU: 9000\n  interface: wg-fed\n",
 			func(t *testing.T, f *Federation) {
-				want := Overlay{netip.MustParsePrefix("10.0.0.0/9"), netip.MustParsePrefix("172.31.0.0/24"), 443, 9000, "wg-fed", backend.WireGuard}
+				want := Overlay{netip.MustParsePrefix("10.0.0.0/9"), netip.MustParsePrefix("172.31.0.0/24"), 443, 9000, "wg-fed", backend.WireGuard, nil}
 				if f.Overlay != want {
 					t.Errorf("overlay = %+v, want %+v", f.Overlay, want)
 				}

@@ -72,6 +72,8 @@ type Overlay struct {
 	// Backend is the tunnel backend of every link (default wireguard; the
 	// names package backend registers are valid).
 	Backend backend.Name `yaml:"backend,omitempty" json:"backend,omitempty"`
+	// IPsec holds the settings of links on backend ipsec (ipsec.go).
+	IPsec *IPsec `yaml:"ipsec,omitempty" json:"ipsec,omitempty"`
 }
 
 // Site is one place: a VPC, a VNet, an on-prem LAN, an edge location.
@@ -196,6 +198,8 @@ type Link struct {
 	Disabled bool     `yaml:"disabled,omitempty" json:"disabled,omitempty"`
 	// Cost weights the link for path choice, 1 or more (default 1).
 	Cost int `yaml:"cost,omitempty" json:"cost,omitempty"`
+	// Backend is the link's tunnel backend; "" takes overlay.backend.
+	Backend backend.Name `yaml:"backend,omitempty" json:"backend,omitempty"`
 }
 
 // Lab holds settings for `fednet lab` only.
