@@ -4,8 +4,10 @@ BIN      := bin/fednet
 # Debian packages the lab, the demo and the tests use (systemd for
 # systemd-analyze, rpm to read the .rpm: the package test; etcd-server: the
 # etcd store's tests, the control-plane bench, the lab with --managers 3;
-# chromium for the web console's tests, which drive it headless).
-APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm etcd-server chromium
+# chromium for the web console's tests, which drive it headless; strongSwan's
+# charon with kernel-libipsec and swanctl for links on backend ipsec).
+APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm etcd-server chromium \
+            strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-extra-plugins
 FUZZTIME ?= 10s
 # Tools: nFPM builds the packages (a release that builds with this Go; later
 # ones need modules the module proxy refuses); moto emulates the EC2 API for

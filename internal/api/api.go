@@ -239,6 +239,9 @@ type LinkStatus struct {
 	HandshakeAge  time.Duration `json:"handshakeAgeNs,omitempty"`
 	RxBytes       int64         `json:"rxBytes"`
 	TxBytes       int64         `json:"txBytes"`
+	// Reason says why a link that is not established failed last, when
+	// its driver knows (IPsec: "authentication failed: ...").
+	Reason string `json:"reason,omitempty"`
 	// Probe holds the link probes' figures; nil when the agent does not
 	// probe (yet).
 	Probe *LinkProbe `json:"probe,omitempty"`

@@ -97,14 +97,17 @@ type Report struct {
 	WirePackets            int     `json:"wire_packets"`
 	WireGuardPackets       int     `json:"wireguard_packets"`
 	NonWireGuardPackets    int     `json:"non_wireguard_packets"`
-	PlaintextPackets       int     `json:"plaintext_packets"`
-	ConvergedS             float64 `json:"converged_s"`
-	Mode                   string  `json:"mode"`
-	PropagationMs          float64 `json:"propagation_ms,omitempty"`
-	DurationS              float64 `json:"duration_s"`
-	Checks                 []Check `json:"checks"`
-	ChecksPassed           bool    `json:"checks_passed"`
-	AddressPlan            string  `json:"address_plan"`
+	// IPsecPackets counts the gateway-to-gateway packets that are IKE or
+	// ESP (UDP 500, 4500, protocol ESP): links on backend ipsec.
+	IPsecPackets     int     `json:"ipsec_packets"`
+	PlaintextPackets int     `json:"plaintext_packets"`
+	ConvergedS       float64 `json:"converged_s"`
+	Mode             string  `json:"mode"`
+	PropagationMs    float64 `json:"propagation_ms,omitempty"`
+	DurationS        float64 `json:"duration_s"`
+	Checks           []Check `json:"checks"`
+	ChecksPassed     bool    `json:"checks_passed"`
+	AddressPlan      string  `json:"address_plan"`
 }
 
 // MatrixEntry is one host-to-host result of the connectivity matrix.
@@ -461,8 +464,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wire.PlaintextSamples = append(wire.PlaintextSamples, w.PlaintextSamples...)
 	}
 	r.WirePackets, r.WireGuardPackets, r.NonWireGuardPackets, r.PlaintextPackets = wire.Packets, wire.WireGuard, wire.NonWireGuard, wire.Plaintext
+	r.IPsecPackets = wire.IPsec
 	check("wire: only WireGuard between gateways", wire.NonWireGuard == 0 && wire.WireGuard > 0,
-		"%d of %d gateway-to-gateway packets are UDP port %d%s", wire.WireGuard, wire.Gateway, f.Overlay.ListenPort, samples(wire.NonWireGuardSamples))
+		"%d of %d gateway-to-gateway packets are UDP port %d, %d IKE/ESP (links on backend ipsec)%s", wire.WireGuard, wire.Gateway, f.Overlay.ListenPort, wire.IPsec, samples(wire.NonWireGuardSamples))
 	check("wire: no overlay address in clear", wire.Plaintext == 0, "%d plaintext packets in %d captured%s", wire.Plaintext, wire.Packets, samples(wire.PlaintextSamples))
 
 	r.IsolatedPairs = len(isolated)

@@ -351,7 +351,7 @@ func (v view) linkUp(a, b string) bool {
 func (v view) isActive(s string, g *spec.Gateway) bool { return v.active[s] == g }
 
 // backendOf is the tunnel backend of the link between sites a and b.
-func (v view) backendOf(a, b string) backend.Name { return overlayBackend(v.f) }
+func (v view) backendOf(a, b string) backend.Name { return v.f.LinkBackend(a, b) }
 
 // overlayBackend is the federation's tunnel backend (spec.Parse fills in
 // the default; a Federation built by hand may leave it out).
@@ -504,18 +504,22 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 			}
 		}
 	}
-	slices.Sort(backends)
-	backends = slices.Compact(backends)
+	backends = tunnelOrder(backends)
 	for i, b := range backends {
 		info, ok := backend.Lookup(b)
 		if !ok {
 			return Gateway{}, fmt.Errorf("gateway %s: tunnel backend %q is not known to this fednet (known: %s)", self.Name, b, backend.List())
 		}
-		t := Tunnel{Backend: b, Name: ov.Interface, ListenPort: ov.ListenPort}
-		if i > 0 {
-			return Gateway{}, fmt.Errorf("gateway %s: links of backends %s and %s: one backend per gateway is supported", self.Name, backends[0], b)
-		}
+		t := tunnelOf(ov, info)
 		t.Address = netip.PrefixFrom(self.TransitAddress, ov.Transit.Bits())
+		if i > 0 {
+			if prev := slices.IndexFunc(g.Tunnels, func(x Tunnel) bool { return x.Name == t.Name }); prev >= 0 {
+				return Gateway{}, fmt.Errorf("gateway %s: the tunnels of backends %s and %s would both be interface %s; set overlay.interface to another name", self.Name, g.Tunnels[prev].Backend, b, t.Name)
+			}
+			// Only the first tunnel holds the transit prefix; the others
+			// hold the address alone and route their peers' (below).
+			t.Address = netip.PrefixFrom(self.TransitAddress, self.TransitAddress.BitLen())
+		}
 		t.MTU, t.MTUReason = tunnelMTUOf(a.v, site, self, b)
 		g.Firewall.Public = append(g.Firewall.Public, info.Public(t.ListenPort)...)
 		// The UDP-blocked fallback carries WireGuard's packets in a TLS
@@ -569,11 +573,19 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 				Backend:  b,
 				Endpoint: h.Endpoint,
 			}
-			if b == backend.WireGuard {
+			switch b {
+			case backend.WireGuard:
 				p.WireGuard.PublicKey = a.keys[h.Name]
 				if self.BehindNAT || h.BehindNAT {
 					p.WireGuard.PersistentKeepalive = KeepaliveNAT
 				}
+			case backend.IPsec:
+				p.IPsec = ipsecPeer(f, self, h)
+			}
+			if b != backends[0] {
+				// The transit prefix is on-link through the first tunnel;
+				// a peer on another backend is reached through its own.
+				g.Routes = append(g.Routes, Route{Destination: p.AllowedIPs[0], Device: device(b), Via: h.Name})
 			}
 			if a.v.isActive(remote.Name, h) {
 				var routed []netip.Prefix
