@@ -585,7 +585,7 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 			if b != backends[0] {
 				// The transit prefix is on-link through the first tunnel;
 				// a peer on another backend is reached through its own.
-				g.Routes = append(g.Routes, Route{Destination: p.AllowedIPs[0], Device: device(b), Via: h.Name})
+				g.Routes = append(g.Routes, Route{Destination: ips[start], Device: device(b), Via: h.Name})
 			}
 			if a.v.isActive(remote.Name, h) {
 				var routed []netip.Prefix

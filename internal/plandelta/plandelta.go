@@ -173,7 +173,39 @@ func appendPeer(b []byte, p plan.Peer) []byte {
 		b = appendPrefix(b, a)
 	}
 	b = append(b, p.WireGuard.PublicKey[:]...)
-	return binary.AppendVarint(b, int64(p.WireGuard.PersistentKeepalive))
+	b = binary.AppendVarint(b, int64(p.WireGuard.PersistentKeepalive))
+	return appendIPsec(b, p.IPsec)
+}
+
+// appendIPsec encodes every field of a peer's IPsec block.
+func appendIPsec(b []byte, s plan.IPsecPeer) []byte {
+	if s.Initiator {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendString(b, s.LocalID)
+	b = appendString(b, s.RemoteID)
+	b = appendString(b, s.RemoteAddress)
+	b = binary.AppendUvarint(b, uint64(len(s.LocalTS)))
+	for _, p := range s.LocalTS {
+		b = appendPrefix(b, p)
+	}
+	for _, list := range [][]string{s.IKE, s.ESP} {
+		b = binary.AppendUvarint(b, uint64(len(list)))
+		for _, x := range list {
+			b = appendString(b, x)
+		}
+	}
+	b = appendString(b, s.PSKFile)
+	b = binary.AppendVarint(b, int64(s.DPDSeconds))
+	return binary.AppendVarint(b, int64(s.RekeySeconds))
+}
+
+func ipsecEqual(a, b plan.IPsecPeer) bool {
+	return a.Initiator == b.Initiator && a.LocalID == b.LocalID && a.RemoteID == b.RemoteID && a.RemoteAddress == b.RemoteAddress &&
+		slices.Equal(a.LocalTS, b.LocalTS) && slices.Equal(a.IKE, b.IKE) && slices.Equal(a.ESP, b.ESP) &&
+		a.PSKFile == b.PSKFile && a.DPDSeconds == b.DPDSeconds && a.RekeySeconds == b.RekeySeconds
 }
 
 func appendString(b []byte, s string) []byte {
@@ -213,7 +245,7 @@ func compareFlowKey(a, b FlowKey) int {
 
 func peerEqual(a, b plan.Peer) bool {
 	return a.Gateway == b.Gateway && a.Site == b.Site && a.Backend == b.Backend && a.Endpoint == b.Endpoint &&
-		slices.Equal(a.AllowedIPs, b.AllowedIPs) && a.WireGuard == b.WireGuard
+		slices.Equal(a.AllowedIPs, b.AllowedIPs) && a.WireGuard == b.WireGuard && ipsecEqual(a.IPsec, b.IPsec)
 }
 
 // Keyed reports whether g's four lists are sorted by key with no key twice

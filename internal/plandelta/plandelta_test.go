@@ -185,6 +185,10 @@ func TestSumCoversEveryField(t *testing.T) {
 				f.Set(reflect.Append(f, reflect.ValueOf(netip.MustParsePrefix("172.31.0.0/30"))))
 			case plan.Key:
 				f.Set(reflect.ValueOf(plan.Key{9}))
+			case bool:
+				f.SetBool(!f.Bool())
+			case []string:
+				f.Set(reflect.Append(f, reflect.ValueOf("x")))
 			default:
 				if f.Kind() == reflect.String {
 					f.SetString(f.String() + "x")
