@@ -265,18 +265,35 @@ func printChanges(w interface{ Write([]byte) (int, error) }, changes []dataplane
 }
 
 func newWgdevCmd() *cobra.Command {
-	return &cobra.Command{
+	var tunFlag string
+	cmd := &cobra.Command{
 		Use:   "wgdev IFNAME",
 		Short: "Run a userspace WireGuard device (started by the agent when the kernel has no WireGuard)",
 		Long: `Wgdev creates the TUN interface IFNAME and runs WireGuard on it in userspace
 (wireguard-go), with the standard control socket /var/run/wireguard/IFNAME.sock
 that "wg" and the agent configure it through. It runs until the interface is
 deleted or it gets SIGTERM. The agent starts it by itself when needed; you
-rarely run it by hand.`,
+rarely run it by hand.
+
+The TUN device (--tun, or ` + wgdev.TUNEnv + ` in the environment, which the agent
+passes on): "offload" (the default) moves TCP, UDP and bridged networks' VXLAN
+across the kernel boundary in super-packets of up to 64 KiB, with every
+offload the kernel accepts; "no-tunnel" and "none" turn the VXLAN offload or
+all offloads off, as an older kernel would; "wireguard-go" is wireguard-go's
+own TUN device, as a standalone wireguard-go runs.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if tunFlag == "" {
+				tunFlag = os.Getenv(wgdev.TUNEnv)
+			}
+			t, err := wgdev.ParseTUN(tunFlag)
+			if err != nil {
+				return fmt.Errorf("--tun: %w", err)
+			}
 			logger := log.New(os.Stderr, "wgdev: ", log.LstdFlags)
-			return wgdev.Run(cmd.Context(), args[0], logger.Printf)
+			return wgdev.Serve(cmd.Context(), wgdev.Config{Name: args[0], TUN: t, Logf: logger.Printf})
 		},
 	}
+	cmd.Flags().StringVar(&tunFlag, "tun", "", "TUN device: offload, no-tunnel, none or wireguard-go (default offload, or $"+wgdev.TUNEnv+")")
+	return cmd
 }

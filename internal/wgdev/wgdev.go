@@ -17,7 +17,11 @@
 // the interface is how the dataplane stops a userspace device.
 package wgdev
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // MTU is the MTU the TUN interface is created with; the dataplane sets the
 // plan's MTU afterwards.
@@ -56,3 +60,62 @@ func validName(name string) error {
 // of the agent that starts it), makes the device log wireguard-go's
 // verbose messages: handshakes, keepalives, timers.
 const VerboseEnv = "FEDNET_WGDEV_VERBOSE"
+
+// TUN says which TUN device the WireGuard device runs on.
+type TUN string
+
+const (
+	// TUNOffload is fednet's TUN device (package tundev) with every
+	// offload the kernel takes: TSO, USO and, on Linux 6.17+, UDP-tunnel
+	// GSO, so that bridged networks' VXLAN crosses in super-packets. The
+	// default.
+	TUNOffload TUN = "offload"
+	// TUNNoTunnel is fednet's device without UDP-tunnel GSO, as on a
+	// kernel before 6.17.
+	TUNNoTunnel TUN = "no-tunnel"
+	// TUNNone is fednet's device without offloads: one packet per system
+	// call.
+	TUNNone TUN = "none"
+	// TUNWireGuardGo is wireguard-go's own TUN device (TSO and USO), what
+	// a standalone wireguard-go runs on.
+	TUNWireGuardGo TUN = "wireguard-go"
+)
+
+// TUNs lists the valid TUN values.
+var TUNs = []TUN{TUNOffload, TUNNoTunnel, TUNNone, TUNWireGuardGo}
+
+// TUNEnv, when set in the environment of `fednet wgdev` (or of the agent
+// that starts it), chooses the TUN device when no flag does.
+const TUNEnv = "FEDNET_WGDEV_TUN"
+
+// ParseTUN checks a TUN value; "" is the default, TUNOffload.
+func ParseTUN(s string) (TUN, error) {
+	if s == "" {
+		return TUNOffload, nil
+	}
+	for _, t := range TUNs {
+		if string(t) == s {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("TUN device %q unknown: use one of %s", s, tunList())
+}
+
+func tunList() string {
+	var s []string
+	for _, t := range TUNs {
+		s = append(s, string(t))
+	}
+	return strings.Join(s, ", ")
+}
+
+// Config configures a userspace WireGuard device.
+type Config struct {
+	// Name is the interface.
+	Name string
+	// TUN is the TUN device; empty: TUNOffload.
+	TUN TUN
+	// Logf receives wireguard-go's error messages and the device's own
+	// notices; nil discards them.
+	Logf func(string, ...any)
+}

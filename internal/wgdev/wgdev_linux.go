@@ -12,30 +12,44 @@ import (
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
 	"golang.zx2c4.com/wireguard/tun"
+
+	"github.com/fednet/fednet/internal/wgdev/tundev"
 )
 
-// Run creates the TUN interface name, runs a WireGuard device on it and
-// serves the UAPI socket SocketPath(name) until one of these happens:
+// Run is Serve with the TUN device named by the environment (TUNEnv),
+// TUNOffload if it names none.
+func Run(ctx context.Context, name string, logf func(string, ...any)) error {
+	t, err := ParseTUN(os.Getenv(TUNEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", TUNEnv, err)
+	}
+	return Serve(ctx, Config{Name: name, TUN: t, Logf: logf})
+}
+
+// Serve creates the TUN interface cfg.Name, runs a WireGuard device on it
+// and serves the UAPI socket SocketPath(name) until one of these happens:
 //
-//   - ctx is cancelled: Run returns nil;
+//   - ctx is cancelled: Serve returns nil;
 //   - the device closes, which wireguard-go does when reading the TUN fails,
-//     as it does once the interface is deleted (ip link del NAME): Run
+//     as it does once the interface is deleted (ip link del NAME): Serve
 //     returns nil;
-//   - the UAPI socket fails or is removed: Run returns an error.
+//   - the UAPI socket fails or is removed: Serve returns an error.
 //
 // On return the device is closed (which removes the interface), the socket
-// file is removed and every UAPI connection is closed. logf receives
-// wireguard-go's error messages and Run's own notices; nil discards them.
-// Run fails at once if the interface cannot be created or the socket is in
-// use by another live device.
-func Run(ctx context.Context, name string, logf func(string, ...any)) error {
+// file is removed and every UAPI connection is closed. Serve fails at once
+// if the interface cannot be created or the socket is in use by another
+// live device.
+func Serve(ctx context.Context, cfg Config) error {
+	name, logf := cfg.Name, cfg.Logf
 	if err := validName(name); err != nil {
 		return err
 	}
 	if logf == nil {
 		logf = device.DiscardLogf
 	}
-	tdev, err := tun.CreateTUN(name, MTU)
+	tdev, err := createTUN(cfg.TUN, name, func(format string, args ...any) {
+		logf("wgdev %s: "+format, append([]any{name}, args...)...)
+	})
 	if err != nil {
 		return fmt.Errorf("creating TUN interface %s: %w", name, err)
 	}
@@ -125,4 +139,22 @@ func Run(ctx context.Context, name string, logf func(string, ...any)) error {
 		}
 		return fmt.Errorf("UAPI socket %s: %w", SocketPath(name), err)
 	}
+}
+
+// createTUN creates the TUN device t on the interface name.
+func createTUN(t TUN, name string, logf func(string, ...any)) (tun.Device, error) {
+	mode := tundev.All
+	switch t {
+	case TUNWireGuardGo:
+		logf("TUN device: wireguard-go's")
+		return tun.CreateTUN(name, MTU)
+	case TUNNoTunnel:
+		mode = tundev.NoTunnel
+	case TUNNone:
+		mode = tundev.None
+	case TUNOffload, "":
+	default:
+		return nil, fmt.Errorf("TUN device %q unknown: use one of %s", t, tunList())
+	}
+	return tundev.New(tundev.Config{Name: name, MTU: MTU, Mode: mode, Logf: logf})
 }
