@@ -59,6 +59,8 @@ type Device struct {
 	ports atomic.Pointer[portSet]
 
 	events    chan tun.Event
+	queued    atomic.Uint32 // events not yet delivered
+	wake      chan struct{}
 	done      chan struct{}
 	watchDone chan struct{}
 	closeOnce sync.Once
@@ -138,7 +140,7 @@ func New(cfg Config) (*Device, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	d := &Device{cfg: cfg, ns: netns.None(), events: make(chan tun.Event, 16), done: make(chan struct{}), watchDone: make(chan struct{})}
+	d := &Device{cfg: cfg, ns: netns.None(), events: make(chan tun.Event, 16), wake: make(chan struct{}, 1), done: make(chan struct{}), watchDone: make(chan struct{})}
 	var err error
 	if cfg.Netns != "" {
 		if d.ns, err = netns.GetFromName(cfg.Netns); err != nil {
@@ -159,6 +161,7 @@ func New(cfg Config) (*Device, error) {
 		return nil, err
 	}
 	go d.watch()
+	go d.deliver()
 	return d, nil
 }
 
@@ -422,21 +425,26 @@ func (d *Device) read(wait bool) (int, error) {
 		return !(wait && err == unix.EAGAIN)
 	})
 	if rerr != nil {
-		return 0, closedErr(rerr)
+		return 0, d.closedErr(rerr)
 	}
 	if err != nil && err != unix.EAGAIN {
-		return 0, closedErr(err)
+		return 0, d.closedErr(err)
 	}
 	return n, err
 }
 
 // closedErr maps the errors of a closed file or a deleted interface to
 // os.ErrClosed.
-func closedErr(err error) error {
+func (d *Device) closedErr(err error) error {
 	if errors.Is(err, unix.EBADFD) || errors.Is(err, os.ErrClosed) {
 		return os.ErrClosed
 	}
-	return err
+	select {
+	case <-d.done:
+		return os.ErrClosed // the file's "use of closed file"
+	default:
+		return err
+	}
 }
 
 // dropped counts a packet Split refused and logs it, at most once a
@@ -540,12 +548,12 @@ func (d *Device) writev(w *writer, wr offload.Write) error {
 	})
 	runtime.KeepAlive(wr)
 	if err != nil {
-		return closedErr(err)
+		return d.closedErr(err)
+	}
+	if errno != 0 {
+		return d.closedErr(errno)
 	}
 	d.stats.writes.Add(1)
-	if errno != 0 {
-		return closedErr(errno)
-	}
 	if wr.Merged() {
 		d.stats.merged.Add(1)
 		if h, _ := offload.DecodeHeader(wr.Head[:d.hdrLen]); h.GSOType.Tunnel() {
@@ -592,7 +600,6 @@ func (d *Device) tunnelPort(port uint16) bool { return d.ports.Load().has(port) 
 // EventMTUUpdate) and the namespace's VXLAN devices until Close.
 func (d *Device) watch() {
 	defer close(d.watchDone)
-	defer close(d.events)
 	var (
 		running, seen bool
 		mtu           int
@@ -615,12 +622,17 @@ func (d *Device) watch() {
 			close(updates)
 		}
 		for u := range updates {
+			if u.Family != unix.AF_UNSPEC {
+				continue // a bridge port's state (AF_BRIDGE), not the link's
+			}
 			deleted := u.Header.Type == unix.RTM_DELLINK
 			idx := int(u.Index)
 			if vx, ok := u.Link.(*netlink.Vxlan); ok && !deleted {
-				vxlans[idx] = uint16(vx.Port)
-				d.publishPorts(vxlans)
-			} else if _, ok := vxlans[idx]; ok {
+				if p := uint16(vx.Port); vxlans[idx] != p {
+					vxlans[idx] = p
+					d.publishPorts(vxlans)
+				}
+			} else if _, ok := vxlans[idx]; ok && deleted {
 				delete(vxlans, idx)
 				d.publishPorts(vxlans)
 			}
@@ -657,10 +669,46 @@ func (d *Device) publishPorts(vxlans map[int]uint16) {
 	d.ports.Store(s)
 }
 
-// send delivers an event unless the device is closing.
+// send queues an event for deliver, never blocking: the watcher must go
+// on following VXLAN devices while wireguard-go is slow to take events.
+// Of EventUp and EventDown only the last one queued is kept.
 func (d *Device) send(e tun.Event) {
+	for {
+		old := d.queued.Load()
+		n := old | uint32(e)
+		if e&(tun.EventUp|tun.EventDown) != 0 {
+			n = n&^uint32(tun.EventUp|tun.EventDown) | uint32(e)
+		}
+		if d.queued.CompareAndSwap(old, n) {
+			break
+		}
+	}
 	select {
-	case d.events <- e:
-	case <-d.done:
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliver hands queued events to the Events channel until Close, then
+// closes it.
+func (d *Device) deliver() {
+	defer close(d.events)
+	for {
+		select {
+		case <-d.wake:
+		case <-d.done:
+			return
+		}
+		q := d.queued.Swap(0)
+		for _, e := range []tun.Event{tun.EventMTUUpdate, tun.EventUp, tun.EventDown} {
+			if q&uint32(e) == 0 {
+				continue
+			}
+			select {
+			case d.events <- e:
+			case <-d.done:
+				return
+			}
+		}
 	}
 }
