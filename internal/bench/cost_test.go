@@ -11,8 +11,8 @@ import (
 
 func TestCompare(t *testing.T) {
 	routed := ModeResult{Mode: "routed",
-		TCP: []TCPResult{{Path: Overlay, Streams: 1, Mbps: 2000}, {Path: Overlay, Streams: 4, Mbps: 2200}, {Path: Standalone, Streams: 1, Mbps: 1600}},
-		UDP: []UDPResult{{Path: Overlay, OfferedMbps: 500, Mbps: 490, LossPct: 2}, {Path: Standalone, OfferedMbps: 500, Mbps: 245, LossPct: 51}, {Path: Underlay, OfferedMbps: 500, Mbps: 500}},
+		TCP:    []TCPResult{{Path: Overlay, Streams: 1, Mbps: 2000}, {Path: Overlay, Streams: 4, Mbps: 2200}, {Path: Standalone, Streams: 1, Mbps: 1600}},
+		UDP:    []UDPResult{{Path: Overlay, OfferedMbps: 500, Mbps: 490, LossPct: 2}, {Path: Standalone, OfferedMbps: 500, Mbps: 245, LossPct: 51}, {Path: Underlay, OfferedMbps: 500, Mbps: 500}},
 		Loaded: []LoadedResult{{Path: Overlay, LoadedMs: Summary{P50: 1, P99: 3}, LossPct: 0}, {Path: Standalone, LoadedMs: Summary{P50: 2, P99: 6}, LossPct: 1}},
 		Delay:  []DelayResult{{Path: Overlay, DelayMs: 50, Mbps: 300}, {Path: Standalone, DelayMs: 50, Mbps: 400}, {Path: Overlay, DelayMs: 100, Mbps: 100}},
 	}

@@ -54,8 +54,8 @@ func referenceSpec(f *spec.Federation, a, b string) *spec.Federation {
 
 // startStandalone joins the two sites of the reference lab r with a plain
 // WireGuard tunnel, configured by hand as an operator without fednet would:
-// a userspace device per gateway (`fednet wgdev --tun wireguard-go`, which
-// is wireguard-go and nothing else), `wg set` with fresh keys, the tunnel MTU mtu, a route to
+// a userspace device per gateway (`fednet wgdev --tun wireguard-go --aqm
+// off`, which is wireguard-go and nothing else), `wg set` with fresh keys, the tunnel MTU mtu, a route to
 // the other site's prefixes and IP forwarding. No firewall, no agent.
 func startStandalone(ctx context.Context, r *lab.Lab, binary string, mtu int) error {
 	gws := r.Gateways()
@@ -78,9 +78,10 @@ func startStandalone(ctx context.Context, r *lab.Lab, binary string, mtu int) er
 			return fmt.Errorf("standalone key of %s: %w", gw, err)
 		}
 		ends[i] = end{node: gw, keyFile: keyFile, pub: k.PublicKey()}
-		// wireguard-go's own TUN device: the reference is wireguard-go as
-		// it comes, not fednet's offloads.
-		p, err := r.Start(gw, binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), standaloneIface)
+		// wireguard-go's own TUN device and queues: the reference is
+		// wireguard-go as it comes, without fednet's offloads and queue
+		// management.
+		p, err := r.Start(gw, binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), "--aqm", "off", standaloneIface)
 		if err != nil {
 			return err
 		}

@@ -265,7 +265,7 @@ func printChanges(w interface{ Write([]byte) (int, error) }, changes []dataplane
 }
 
 func newWgdevCmd() *cobra.Command {
-	var tunFlag string
+	var tunFlag, aqmFlag string
 	cmd := &cobra.Command{
 		Use:   "wgdev IFNAME",
 		Short: "Run a userspace WireGuard device (started by the agent when the kernel has no WireGuard)",
@@ -280,7 +280,12 @@ passes on): "offload" (the default) moves TCP, UDP and bridged networks' VXLAN
 across the kernel boundary in super-packets of up to 64 KiB, with every
 offload the kernel accepts; "no-tunnel" and "none" turn the VXLAN offload or
 all offloads off, as an older kernel would; "wireguard-go" is wireguard-go's
-own TUN device, as a standalone wireguard-go runs.`,
+own TUN device, as a standalone wireguard-go runs.
+
+Queue management (--aqm, or ` + wgdev.AQMEnv + `): CoDel keeps the packets waiting
+inside the device to a few milliseconds under load, dropping large packets of
+the flows that fill the queue ("on", the default; "off"; or
+"target=2ms,interval=20ms").`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tunFlag == "" {
@@ -290,10 +295,18 @@ own TUN device, as a standalone wireguard-go runs.`,
 			if err != nil {
 				return fmt.Errorf("--tun: %w", err)
 			}
+			if aqmFlag == "" {
+				aqmFlag = os.Getenv(wgdev.AQMEnv)
+			}
+			q, err := wgdev.ParseAQM(aqmFlag)
+			if err != nil {
+				return fmt.Errorf("--aqm: %w", err)
+			}
 			logger := log.New(os.Stderr, "wgdev: ", log.LstdFlags)
-			return wgdev.Serve(cmd.Context(), wgdev.Config{Name: args[0], TUN: t, Logf: logger.Printf})
+			return wgdev.Serve(cmd.Context(), wgdev.Config{Name: args[0], TUN: t, AQM: q, Logf: logger.Printf})
 		},
 	}
 	cmd.Flags().StringVar(&tunFlag, "tun", "", "TUN device: offload, no-tunnel, none or wireguard-go (default offload, or $"+wgdev.TUNEnv+")")
+	cmd.Flags().StringVar(&aqmFlag, "aqm", "", "queue management: on, off, or target=DURATION,interval=DURATION (default on, or $"+wgdev.AQMEnv+")")
 	return cmd
 }

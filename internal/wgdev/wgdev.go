@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // MTU is the MTU the TUN interface is created with; the dataplane sets the
@@ -109,12 +110,55 @@ func tunList() string {
 	return strings.Join(s, ", ")
 }
 
+// AQMEnv, when set in the environment of `fednet wgdev` (or of the agent
+// that starts it), configures the queue management (see ParseAQM); unset,
+// it is on with its defaults.
+const AQMEnv = "FEDNET_WGDEV_AQM"
+
+// AQM configures the queue management of the device's queues (package
+// aqm): CoDel with a target sojourn time and an interval.
+type AQM struct {
+	// Off turns it off: wireguard-go's queues as they are.
+	Off              bool
+	Target, Interval time.Duration
+}
+
+// ParseAQM reads an AQM setting: "off", "on" or "" (the defaults), or
+// "target=DURATION,interval=DURATION" (either may be left out).
+func ParseAQM(s string) (AQM, error) {
+	switch s {
+	case "", "on":
+		return AQM{}, nil
+	case "off":
+		return AQM{Off: true}, nil
+	}
+	var a AQM
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		d, err := time.ParseDuration(v)
+		if !ok || err != nil || d <= 0 {
+			return a, fmt.Errorf("queue management %q: want off, on, or target=DURATION,interval=DURATION (like target=2ms,interval=20ms)", s)
+		}
+		switch k {
+		case "target":
+			a.Target = d
+		case "interval":
+			a.Interval = d
+		default:
+			return a, fmt.Errorf("queue management %q: unknown setting %q; want target or interval", s, k)
+		}
+	}
+	return a, nil
+}
+
 // Config configures a userspace WireGuard device.
 type Config struct {
 	// Name is the interface.
 	Name string
 	// TUN is the TUN device; empty: TUNOffload.
 	TUN TUN
+	// AQM configures the queue management.
+	AQM AQM
 	// Logf receives wireguard-go's error messages and the device's own
 	// notices; nil discards them.
 	Logf func(string, ...any)

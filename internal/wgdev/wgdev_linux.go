@@ -13,6 +13,9 @@ import (
 	"golang.zx2c4.com/wireguard/ipc"
 	"golang.zx2c4.com/wireguard/tun"
 
+	"github.com/vishvananda/netlink"
+
+	"github.com/fednet/fednet/internal/wgdev/aqm"
 	"github.com/fednet/fednet/internal/wgdev/tundev"
 )
 
@@ -23,7 +26,11 @@ func Run(ctx context.Context, name string, logf func(string, ...any)) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", TUNEnv, err)
 	}
-	return Serve(ctx, Config{Name: name, TUN: t, Logf: logf})
+	q, err := ParseAQM(os.Getenv(AQMEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", AQMEnv, err)
+	}
+	return Serve(ctx, Config{Name: name, TUN: t, AQM: q, Logf: logf})
 }
 
 // Serve creates the TUN interface cfg.Name, runs a WireGuard device on it
@@ -73,7 +80,22 @@ func Serve(ctx context.Context, cfg Config) error {
 			logf("wgdev %s: "+format, append([]any{name}, args...)...)
 		}
 	}
-	dev := device.NewDevice(tdev, conn.NewDefaultBind(), logger)
+	bind := conn.NewDefaultBind()
+	if !cfg.AQM.Off {
+		q := aqm.New(aqm.Config{Target: cfg.AQM.Target, Interval: cfg.AQM.Interval})
+		tdev, bind = q.TUN(tdev), q.Bind(bind)
+		stop, err := watchRoutes(q.RouteChanged)
+		if err != nil {
+			tdev.Close()
+			return fmt.Errorf("watching routes: %w", err)
+		}
+		defer stop()
+		defer func() {
+			tx, rx := q.Drops()
+			logf("wgdev %s: queue management dropped %d packets leaving, %d arriving", name, tx, rx)
+		}()
+	}
+	dev := device.NewDevice(tdev, bind, logger)
 	defer dev.Close()
 
 	uapi, err := ipc.UAPIListen(name, file)
@@ -157,4 +179,20 @@ func createTUN(t TUN, name string, logf func(string, ...any)) (tun.Device, error
 		return nil, fmt.Errorf("TUN device %q unknown: use one of %s", t, tunList())
 	}
 	return tundev.New(tundev.Config{Name: name, MTU: MTU, Mode: mode, Logf: logf})
+}
+
+// watchRoutes calls changed on every route change in the namespace until
+// stop is called.
+func watchRoutes(changed func()) (stop func(), err error) {
+	done := make(chan struct{})
+	ch := make(chan netlink.RouteUpdate, 16)
+	if err := netlink.RouteSubscribe(ch, done); err != nil {
+		return nil, err
+	}
+	go func() {
+		for range ch {
+			changed()
+		}
+	}()
+	return func() { close(done) }, nil
 }
