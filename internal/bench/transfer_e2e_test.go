@@ -195,7 +195,7 @@ type devStats struct {
 	superRead, vxlanRead int
 }
 
-var statsLine = regexp.MustCompile(`closed: read \d+ packets in \d+ reads \((\d+) super-packets, (\d+) VXLAN\)`)
+var statsLine = regexp.MustCompile(`closed: read \d+ packets in \d+ reads \((\d+) super-packets, (\d+) VXLAN;`)
 
 // deviceStats waits for the userspace device's closing line in its log.
 func deviceStats(t *testing.T, log string) devStats {

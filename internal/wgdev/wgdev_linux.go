@@ -90,10 +90,7 @@ func Serve(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("watching routes: %w", err)
 		}
 		defer stop()
-		defer func() {
-			tx, rx := q.Drops()
-			logf("wgdev %s: queue management dropped %d packets leaving, %d arriving", name, tx, rx)
-		}()
+		defer func() { logf("wgdev %s: queue management: %v", name, q) }()
 	}
 	dev := device.NewDevice(tdev, bind, logger)
 	defer dev.Close()

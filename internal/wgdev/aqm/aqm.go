@@ -23,6 +23,7 @@ package aqm
 
 import (
 	"encoding/binary"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,8 @@ type AQM struct {
 	rx   codel
 
 	txDrops, rxDrops atomic.Uint64
+	// Sojourn times measured (under the direction's lock).
+	txSojourn, rxSojourn sojournStats
 	// routes counts route changes seen (see Bind).
 	routes atomic.Uint64
 }
@@ -82,6 +85,37 @@ func New(cfg Config) *AQM {
 // Drops returns how many packets were dropped leaving the device (tx, to
 // the network) and entering it (rx, to the TUN device).
 func (a *AQM) Drops() (tx, rx uint64) { return a.txDrops.Load(), a.rxDrops.Load() }
+
+// sojournStats sums up the sojourn times measured in one direction.
+type sojournStats struct {
+	n        uint64
+	sum, max int64
+}
+
+func (s *sojournStats) add(d int64) {
+	s.n++
+	s.sum += d
+	s.max = max(s.max, d)
+}
+
+func (s sojournStats) String() string {
+	if s.n == 0 {
+		return "none measured"
+	}
+	return fmt.Sprintf("mean %v, max %v over %d packets", time.Duration(s.sum/int64(s.n)).Round(time.Microsecond), time.Duration(s.max).Round(time.Microsecond), s.n)
+}
+
+// String says what the queue management did, for logs.
+func (a *AQM) String() string {
+	a.txMu.Lock()
+	tx := a.txSojourn
+	a.txMu.Unlock()
+	a.rxMu.Lock()
+	rx := a.rxSojourn
+	a.rxMu.Unlock()
+	return fmt.Sprintf("leaving: %d dropped, time in the device %v; arriving: %d dropped, time in the device %v",
+		a.txDrops.Load(), tx, a.rxDrops.Load(), rx)
+}
 
 // now is the time in nanoseconds since New (monotonic).
 func (a *AQM) now() int64 { return int64(time.Since(a.base)) }
@@ -123,7 +157,7 @@ func stampOf(buf []byte) (int64, bool) {
 
 // filter runs q over the packets of bufs leaving now and returns those not
 // dropped (bufs itself when none is), counting drops.
-func (a *AQM) filter(mu *sync.Mutex, q *codel, drops *atomic.Uint64, bufs [][]byte, overhead int) [][]byte {
+func (a *AQM) filter(mu *sync.Mutex, q *codel, st *sojournStats, drops *atomic.Uint64, bufs [][]byte, overhead int) [][]byte {
 	now := a.now()
 	var keep [][]byte
 	mu.Lock()
@@ -135,6 +169,7 @@ func (a *AQM) filter(mu *sync.Mutex, q *codel, drops *atomic.Uint64, bufs [][]by
 			}
 			continue
 		}
+		st.add(now - t)
 		if q.dequeue(now, now-t, len(b)-overhead >= a.cfg.MinSize) {
 			if keep == nil {
 				keep = append(make([][]byte, 0, len(bufs)), bufs[:i]...)
@@ -172,7 +207,7 @@ func (d *tunDev) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 }
 
 func (d *tunDev) Write(bufs [][]byte, offset int) (int, error) {
-	keep := d.a.filter(&d.a.rxMu, &d.a.rx, &d.a.rxDrops, bufs, offset)
+	keep := d.a.filter(&d.a.rxMu, &d.a.rx, &d.a.rxSojourn, &d.a.rxDrops, bufs, offset)
 	if len(keep) == 0 {
 		return 0, nil
 	}
@@ -232,7 +267,7 @@ func (b *bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 		}
 		b.mu.Unlock()
 	}
-	keep := b.a.filter(&b.a.txMu, &b.a.tx, &b.a.txDrops, bufs, encryptionOverhead)
+	keep := b.a.filter(&b.a.txMu, &b.a.tx, &b.a.txSojourn, &b.a.txDrops, bufs, encryptionOverhead)
 	if len(keep) == 0 {
 		return nil
 	}

@@ -59,11 +59,14 @@ type Stats struct {
 	Reads, SuperRead, TunnelRead, PacketsRead    uint64
 	Writes, Merged, TunnelMerged, PacketsWritten uint64
 	Dropped                                      uint64
+	// Calls counts Read calls, Backlogged those that returned with more
+	// packets waiting in the kernel (a full batch).
+	Calls, Backlogged uint64
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("read %d packets in %d reads (%d super-packets, %d VXLAN); wrote %d packets in %d writes (%d merged, %d VXLAN); %d dropped",
-		s.PacketsRead, s.Reads, s.SuperRead, s.TunnelRead, s.PacketsWritten, s.Writes, s.Merged, s.TunnelMerged, s.Dropped)
+	return fmt.Sprintf("read %d packets in %d reads (%d super-packets, %d VXLAN; %d of %d batches full); wrote %d packets in %d writes (%d merged, %d VXLAN); %d dropped",
+		s.PacketsRead, s.Reads, s.SuperRead, s.TunnelRead, s.Backlogged, s.Calls, s.PacketsWritten, s.Writes, s.Merged, s.TunnelMerged, s.Dropped)
 }
 
 // describeOffloads says what was negotiated, for logs.

@@ -353,6 +353,7 @@ type pending struct {
 func (d *Device) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 	d.readMu.Lock()
 	defer d.readMu.Unlock()
+	d.stats.calls.Add(1)
 	n := 0
 	if p := &d.pending; p.pkt != nil {
 		k, total, err := offload.Split(p.pkt, p.h, p.next, bufs, sizes, offset)
@@ -368,6 +369,7 @@ func (d *Device) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 		}
 		if n == len(bufs) || p.pkt != nil {
 			d.stats.packetsRead.Add(uint64(n))
+			d.stats.backlogged.Add(1)
 			return n, nil
 		}
 	}
@@ -405,6 +407,9 @@ func (d *Device) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			d.pending = pending{pkt: pkt, h: h, next: k}
 			break
 		}
+	}
+	if n == len(bufs) || d.pending.pkt != nil {
+		d.stats.backlogged.Add(1)
 	}
 	d.stats.packetsRead.Add(uint64(n))
 	return n, nil
@@ -576,6 +581,7 @@ func appendIovec(iov []unix.Iovec, b []byte) []unix.Iovec {
 type counters struct {
 	reads, superRead, tunnelRead, packetsRead             atomic.Uint64
 	writes, merged, tunnelMerged, packetsWritten, dropped atomic.Uint64
+	calls, backlogged                                     atomic.Uint64
 }
 
 // Stats returns the counts since the device was created.
@@ -583,7 +589,7 @@ func (d *Device) Stats() Stats {
 	c := &d.stats
 	return Stats{Reads: c.reads.Load(), SuperRead: c.superRead.Load(), TunnelRead: c.tunnelRead.Load(), PacketsRead: c.packetsRead.Load(),
 		Writes: c.writes.Load(), Merged: c.merged.Load(), TunnelMerged: c.tunnelMerged.Load(), PacketsWritten: c.packetsWritten.Load(),
-		Dropped: c.dropped.Load()}
+		Dropped: c.dropped.Load(), Calls: c.calls.Load(), Backlogged: c.backlogged.Load()}
 }
 
 // portSet is a set of UDP ports.
