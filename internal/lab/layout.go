@@ -143,8 +143,8 @@ type Node struct {
 	// Routers).
 	Public netip.Prefix
 	// Via is the node's next hop: for a gateway the router of its public
-	// range (default route), for a host its site's first gateway's LAN
-	// address (route for the overlay supernet), on an extra segment that
+	// range (default route), for a host its site's virtual address (route
+	// for the overlay supernet; the active gateway holds it), on an extra segment that
 	// gateway's address there; invalid for hosts on bridged segments.
 	Via netip.Addr
 	// Dir is a gateway's state directory, <lab dir>/gw-<name>, for its key,
@@ -446,6 +446,13 @@ func newLab(cfg Config) (*Lab, error) {
 			continue
 		}
 		segment := firstLAN.Masked()
+		// Hosts route the overlay to the site's virtual address, which the
+		// active gateway holds (its own LAN address at a one-gateway site).
+		via := firstLAN.Addr()
+		if v := s.VirtualAddress; v.IsValid() && segment.Contains(v) {
+			via = v
+			lanAddrs[v] = true
+		}
 		a := segment.Addr().Next()
 		for i := 1; i <= hosts; i++ {
 			for lanAddrs[a] {
@@ -461,7 +468,7 @@ func newLab(cfg Config) (*Lab, error) {
 				Site:      s.Name,
 				Namespace: fmt.Sprintf("%sh-%s-%d", pre, s.Name, i),
 				LAN:       netip.PrefixFrom(a, segment.Bits()),
-				Via:       firstLAN.Addr(),
+				Via:       via,
 				portIndex: port,
 			}
 			port++

@@ -149,7 +149,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Gateway": api.Gateway{}, "Site": api.Site{}, "Link": api.Link{}, "Network": api.Network{}, "Overview": api.Overview{},
 		"Plan": plan.Gateway{}, "PlanTunnel": plan.Tunnel{}, "PlanPeer": plan.Peer{}, "PlanWireGuardPeer": plan.WireGuardPeer{}, "PlanRoute": plan.Route{},
 		"PlanFirewall": plan.Firewall{}, "PlanPublicPort": backend.Port{}, "PlanFlow": plan.Flow{}, "PlanBridge": plan.Bridge{}, "PlanVXLAN": plan.VXLAN{},
-		"PlanBounds": plan.Bounds{}, "HostJoinRequest": api.HostJoinRequest{}, "HostTunnelResponse": api.HostTunnelResponse{},
+		"PlanBounds": plan.Bounds{}, "PlanLAN": plan.LAN{}, "HostJoinRequest": api.HostJoinRequest{}, "HostTunnelResponse": api.HostTunnelResponse{},
 		"HostTunnel": plan.HostTunnel{}, "Host": api.Host{}, "PlanNeighborRule": plan.NeighborRule{},
 		"BandwidthRequest": api.BandwidthRequest{}, "Measurement": api.Measurement{}, "BandwidthResult": api.BandwidthResult{},
 	}

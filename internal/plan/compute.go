@@ -295,6 +295,10 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		},
 		Bounds: Bounds{Supernet: ov.Supernet.Masked(), Transit: ov.Transit.Masked()},
 	}
+	g.LAN = LAN{Address: onSegment(site, self.LANAddress), Virtual: onSegment(site, site.VirtualAddress), Active: a.v.isActive(site.Name, self)}
+	if !g.LAN.Virtual.IsValid() && len(site.Gateways) == 1 {
+		g.LAN.Virtual = g.LAN.Address
+	}
 	for _, port := range self.BridgePorts {
 		g.Bounds.Ports = append(g.Bounds.Ports, port)
 	}
@@ -441,6 +445,17 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	}
 	g.Firewall.TunnelPorts = tunnelPorts(g.Bridges)
 	return g, nil
+}
+
+// onSegment is a with the prefix length of the prefix of site s that holds
+// it, or the invalid prefix.
+func onSegment(s *spec.Site, a netip.Addr) netip.Prefix {
+	for _, p := range s.Prefixes {
+		if a.IsValid() && p.Contains(a) {
+			return netip.PrefixFrom(a, p.Bits())
+		}
+	}
+	return netip.Prefix{}
 }
 
 // tunnelPorts are the UDP ports of the VXLAN ports to other gateways,

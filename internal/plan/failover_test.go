@@ -79,6 +79,9 @@ func TestActiveGateway(t *testing.T) {
 	if got := carrier(def); got != "onprem-gw1" {
 		t.Errorf("by default lab's prefix goes to %s, want onprem-gw1 (the first)", got)
 	}
+	if !def["onprem-gw1"].LAN.Active || def["onprem-gw2"].LAN.Active || def["onprem-gw2"].LAN.Virtual != netip.MustParsePrefix("10.5.0.254/24") {
+		t.Errorf("LAN: gw1 %+v, gw2 %+v; want gw1 active with the virtual address 10.5.0.254/24", def["onprem-gw1"].LAN, def["onprem-gw2"].LAN)
+	}
 	if len(def["onprem-gw1"].Bridges) != 1 || len(def["onprem-gw2"].Bridges) != 0 {
 		t.Errorf("bridges: gw1 %d, gw2 %d; want only the active gateway in lan", len(def["onprem-gw1"].Bridges), len(def["onprem-gw2"].Bridges))
 	}
@@ -102,6 +105,9 @@ func TestActiveGateway(t *testing.T) {
 			m := plans(in)
 			if got := carrier(m); got != "onprem-gw2" {
 				t.Errorf("lab's prefix goes to %s, want onprem-gw2", got)
+			}
+			if !m["onprem-gw2"].LAN.Active || m["onprem-gw1"].LAN.Active {
+				t.Errorf("LAN: gw1 active %v, gw2 active %v; want gw2", m["onprem-gw1"].LAN.Active, m["onprem-gw2"].LAN.Active)
 			}
 			if len(m["onprem-gw2"].Bridges) != 1 || len(m["onprem-gw1"].Bridges) != 0 {
 				t.Errorf("bridges: gw1 %d, gw2 %d; want only gw2 in lan", len(m["onprem-gw1"].Bridges), len(m["onprem-gw2"].Bridges))

@@ -236,7 +236,7 @@ func neighbors(hosts []Host, f *spec.Federation, site *spec.Site, self *spec.Gat
 		out = append(out, VXLAN{
 			Name:    neighborDevice(h.Slot),
 			Kind:    ToHost,
-			Local:   self.LANAddress,
+			Local:   virtualAddress(site, self),
 			UDPPort: NeighborPort(h.Slot),
 			Remotes: []netip.Addr{h.Address.Unmap()},
 			To:      h.Name,
@@ -259,6 +259,16 @@ func neighborPorts(bridges []Bridge) []NeighborRule {
 	}
 	slices.SortFunc(out, func(a, b NeighborRule) int { return cmp.Compare(a.Port, b.Port) })
 	return out
+}
+
+// virtualAddress is site's virtual address, where its active gateway self
+// receives neighbor tunnels, so that hosts keep their tunnel across a
+// takeover; self's own LAN address when the spec gives none.
+func virtualAddress(site *spec.Site, self *spec.Gateway) netip.Addr {
+	if site.VirtualAddress.IsValid() {
+		return site.VirtualAddress
+	}
+	return self.LANAddress
 }
 
 func sortedHosts(hosts []Host) []Host {

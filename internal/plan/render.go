@@ -112,6 +112,16 @@ func (g Gateway) String() string {
 		fmt.Fprintf(&b, "    forward: drop other sites' prefixes %s unless they leave by %s\n", joinPrefixes(fw.Remote), tunnels)
 	}
 	fmt.Fprintf(&b, "    tcp mss clamp %d on %s\n", fw.MSS, tunnels)
+	if l := g.LAN; l.Address.IsValid() {
+		role := "standby: the site's virtual address is on its active gateway"
+		if l.Active {
+			role = "active: holds the site's virtual address"
+		}
+		if l.Virtual == l.Address {
+			role = "the site's only gateway"
+		}
+		fmt.Fprintf(&b, "  lan address %s virtual %s (%s)\n", l.Address, l.Virtual, role)
+	}
 	if bd := g.Bounds; bd.Supernet.IsValid() {
 		ports := "(none)"
 		if len(bd.Ports) > 0 {

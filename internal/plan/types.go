@@ -92,10 +92,28 @@ type Gateway struct {
 	// Bridges are the bridged (L2) networks of this gateway, sorted by VNI;
 	// only a site's active gateway carries them.
 	Bridges []Bridge `json:"bridges,omitempty"`
+	// LAN is the gateway's side of its site's segment.
+	LAN LAN `json:"lan"`
 	// Bounds are the limits of what the plan may touch on the gateway; the
 	// agent refuses a plan whose routes, peers or bridge ports fall outside
 	// them (see dataplane's plan checks).
 	Bounds Bounds `json:"bounds"`
+}
+
+// LAN is a gateway's side of its site's segment: its own address and the
+// site's virtual address (the hosts' next hop), which the site's active
+// gateway holds besides its own.
+type LAN struct {
+	// Address is the gateway's own address on the segment, with the prefix
+	// length of the site prefix that holds it; invalid when the site has
+	// no prefix holding it.
+	Address netip.Prefix `json:"address,omitzero"`
+	// Virtual is the site's virtual address with the same prefix length.
+	// At a site with one gateway it is Address.
+	Virtual netip.Prefix `json:"virtual,omitzero"`
+	// Active is true on the site's active gateway: it holds Virtual, and
+	// it alone has the site's bridges and neighbor tunnels.
+	Active bool `json:"active,omitempty"`
 }
 
 // Tunnel is one tunnel interface of a gateway: the device a backend's

@@ -179,13 +179,21 @@ func (c *checker) knownProviders() string {
 }
 
 // lanAddresses gives every gateway of site i without a lanAddress the highest
-// free usable address of the site's first prefix.
+// free usable address of the site's first prefix, after the site's virtual
+// address when it has two or more gateways; then the virtual address of a
+// site with one gateway is that gateway's LAN address.
 func (c *checker) lanAddresses(i int) {
 	s := &c.f.Sites[i]
 	if len(s.Prefixes) == 0 || !s.Prefixes[0].IsValid() {
 		return
 	}
 	p := s.Prefixes[0]
+	ha := len(s.Gateways) > 1
+	defer func() {
+		if !ha && len(s.Gateways) == 1 && !s.VirtualAddress.IsValid() {
+			s.VirtualAddress = s.Gateways[0].LANAddress
+		}
+	}()
 	taken := map[netip.Addr]bool{}
 	for _, g := range s.Gateways {
 		if g.LANAddress.IsValid() {
@@ -193,6 +201,15 @@ func (c *checker) lanAddresses(i int) {
 		}
 	}
 	next := lastUsable(p)
+	if ha && !s.VirtualAddress.IsValid() && !c.ps.isBad(fmt.Sprintf("sites[%d].virtualAddress", i)) {
+		for next.IsValid() && taken[next] {
+			next = prevUsable(p, next)
+		}
+		s.VirtualAddress = next
+	}
+	if ha && s.VirtualAddress.IsValid() {
+		taken[s.VirtualAddress] = true
+	}
 	for j := range s.Gateways {
 		g := &s.Gateways[j]
 		if g.LANAddress.IsValid() || c.ps.isBad(fmt.Sprintf("sites[%d].gateways[%d].lanAddress", i, j)) {

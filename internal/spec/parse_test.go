@@ -190,7 +190,7 @@ func TestNumberingPlan(t *testing.T) {
 		{"IPv6 prefix", "overlay: {supernet: \"fd00::/8\"}\n", "prefixes: [\"fd00:1::/64\"]",
 			[]string{"fd00:1::/64"}, []gw{{"g", "fd00:1::ffff:ffff:ffff:ffff"}}},
 		{"several gateways", "", "provider: aws", []string{"10.1.0.0/24"},
-			[]gw{{"g", "10.1.0.254"}, {"h", "10.1.0.253"}, {"i", "10.1.0.252"}}},
+			[]gw{{"g", "10.1.0.253"}, {"h", "10.1.0.252"}, {"i", "10.1.0.251"}}},
 		{"explicit lanAddress skipped", "", "provider: aws", []string{"10.1.0.0/24"},
 			[]gw{{"g", ""}, {"h=10.1.0.254", "10.1.0.254"}, {"i", ""}}},
 	}
@@ -219,7 +219,7 @@ func TestNumberingPlan(t *testing.T) {
 			// Gateways without an expected address take the highest free
 			// ones, skipping pinned ones.
 			want := map[string]string{}
-			next := []string{"10.1.0.253", "10.1.0.252"}
+			next := []string{"10.1.0.252", "10.1.0.251"}
 			for _, g := range tt.gateways {
 				name, _, _ := strings.Cut(g.name, "=")
 				if g.lan == "" {
@@ -429,9 +429,16 @@ func TestHybridExample(t *testing.T) {
 			t.Errorf("site %s first gateway lanAddress = %s, want %s", s.Name, got, w.lan)
 		}
 	}
+	// Two gateways: the site's virtual address takes the plan's .254 and
+	// office-gw-b the next free address below it.
 	g, _, _ := f.Gateway("office-gw-b")
-	if g.LANAddress != netip.MustParseAddr("10.50.3.254") || g.TransitAddress != netip.MustParseAddr("10.255.0.10") {
-		t.Errorf("office-gw-b = %+v, want lanAddress 10.50.3.254 and pinned transit 10.255.0.10", g)
+	if g.LANAddress != netip.MustParseAddr("10.50.3.253") || g.TransitAddress != netip.MustParseAddr("10.255.0.10") {
+		t.Errorf("office-gw-b = %+v, want lanAddress 10.50.3.253 and pinned transit 10.255.0.10", g)
+	}
+	for site, want := range map[string]string{"office": "10.50.3.254", "aws-eu": "10.1.0.254", "shop": "10.6.4.254"} {
+		if s, _ := f.Site(site); s.VirtualAddress != netip.MustParseAddr(want) {
+			t.Errorf("site %s virtualAddress = %s, want %s", site, s.VirtualAddress, want)
+		}
 	}
 	if f.LinkEnabled("shop", "ovh-gra") || !f.LinkEnabled("shop", "office") || f.LinkCost("ovh-gra", "aws-eu") != 10 {
 		t.Error("links do not match the example's topology")

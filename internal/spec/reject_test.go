@@ -298,6 +298,15 @@ func TestRejections(t *testing.T) {
 		// Bridged networks (see bridged for the lines).
 		{"bridged: first gateway without port", func(t *testing.T) string { return bridged(t, "", "{lan: eth1}", "sites: [a, b]") },
 			"sites[0].gateways[0].bridgePorts", 8, "site a is in bridged network lan but its gateway a-gw has no port for it", false},
+		{"virtual address outside the site", func(t *testing.T) string {
+			return edit(t, "  - name: b\n", "    virtualAddress: 10.9.0.1\n  - name: b\n")
+		}, "sites[0].virtualAddress", 10, "is not in any prefix of site a", false},
+		{"virtual address of a one-gateway site", func(t *testing.T) string {
+			return edit(t, "  - name: b\n", "    virtualAddress: 10.1.0.9\n  - name: b\n")
+		}, "sites[0].virtualAddress", 10, "site a has one gateway, so its virtual address is that gateway's lanAddress 10.1.0.254", false},
+		{"virtual address is a gateway's", func(t *testing.T) string {
+			return edit(t, "  - name: b\n", "      - name: a-gw2\n        endpoint: 198.51.100.9:51820\n        lanAddress: 10.1.0.20\n    virtualAddress: 10.1.0.20\n  - name: b\n")
+		}, "sites[0].virtualAddress", 13, "is also the lanAddress of gateway a-gw2", false},
 		{"bridged: second gateway without port", func(t *testing.T) string {
 			return strings.Replace(bridged(t, "{lan: eth1}", "{lan: eth1}", "sites: [a, b]"),
 				"        bridgePorts: {lan: eth1}\n  - name: b", "        bridgePorts: {lan: eth1}\n      - name: a-gw2\n        endpoint: 198.51.100.9:51820\n  - name: b", 1)

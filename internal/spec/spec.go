@@ -87,6 +87,14 @@ type Site struct {
 	// plan's 10.A.B.0/24, A being the provider's octet.
 	Prefixes []netip.Prefix `yaml:"prefixes,omitempty" json:"prefixes,omitempty"`
 	Gateways []Gateway      `yaml:"gateways" json:"gateways"`
+	// VirtualAddress is the address the site's hosts use as their next hop
+	// to the overlay; the site's active gateway holds it (and moves it
+	// with gratuitous ARP on a takeover). At a site with one gateway it is
+	// that gateway's LANAddress. At a site with two or more, Parse
+	// defaults it to the last usable address of the site's first prefix
+	// (the numbering plan's .254), and the gateways' own LAN addresses to
+	// the next lower free ones (.253, .252, ...).
+	VirtualAddress netip.Addr `yaml:"virtualAddress,omitempty" json:"virtualAddress,omitempty"`
 	// Fabric says how the site's network treats Ethernet frames: empty for
 	// an ordinary LAN, FabricDropsUnknownMACs for a cloud fabric (AWS,
 	// OpenNebula) that drops frames whose source MAC is not the sending
@@ -94,6 +102,10 @@ type Site struct {
 	// through neighbor tunnels to the gateway (fednet host join), and the
 	// network's MTU leaves room for them.
 	Fabric Fabric `yaml:"fabric,omitempty" json:"fabric,omitempty"`
+	// Cloud names the site's cloud resources that `fednet cloud` sets up
+	// (route tables, the gateways' interfaces, the security group); see
+	// cloud.go and docs/cloud.md.
+	Cloud *Cloud `yaml:"cloud,omitempty" json:"cloud,omitempty"`
 }
 
 // Fabric is a site's kind of LAN fabric.

@@ -42,6 +42,7 @@ func (c *checker) validate() {
 	c.bridgePorts()
 	c.topology(sites)
 	c.egressPrices()
+	c.clouds()
 	c.lab()
 }
 
@@ -196,9 +197,45 @@ func (c *checker) sites() siteIndex {
 		for j := range s.Gateways {
 			c.gateway(i, j, gateways, endpoints)
 		}
+		c.virtualAddress(i)
 	}
 	c.overlaps(prefixes)
 	return sites
+}
+
+// virtualAddress checks the virtual address of site i: an address of the
+// site's segment, not the network or broadcast address, and, at a site
+// with two or more gateways, none of their own LAN addresses (the active
+// gateway holds it besides its own).
+func (c *checker) virtualAddress(i int) {
+	s := &c.f.Sites[i]
+	path := fmt.Sprintf("sites[%d].virtualAddress", i)
+	a := s.VirtualAddress
+	if !a.IsValid() || !c.set[path] {
+		return
+	}
+	var in *netip.Prefix
+	for k := range s.Prefixes {
+		if s.Prefixes[k].IsValid() && s.Prefixes[k].Contains(a) {
+			in = &s.Prefixes[k]
+			break
+		}
+	}
+	switch {
+	case in == nil && len(s.Prefixes) > 0:
+		c.add(path, "%s is not in any prefix of site %s (%s); want an address of the site's segment that the site's hosts use as next hop, or leave virtualAddress out for %s", a, s.Name, joinPrefixes(s.Prefixes), lastUsable(s.Prefixes[0]))
+	case in != nil && a.Is4() && in.Bits() <= 30 && (a == in.Addr() || a == lastAddr(*in)):
+		c.add(path, "%s is the network or broadcast address of %s; want a host address, like %s", a, *in, lastUsable(*in))
+	case len(s.Gateways) == 1 && s.Gateways[0].LANAddress.IsValid() && a != s.Gateways[0].LANAddress:
+		c.add(path, "site %s has one gateway, so its virtual address is that gateway's lanAddress %s; leave virtualAddress out, or give the site a second gateway", s.Name, s.Gateways[0].LANAddress)
+	default:
+		for _, g := range s.Gateways {
+			if len(s.Gateways) > 1 && g.LANAddress == a {
+				c.add(path, "%s is also the lanAddress of gateway %s; the virtual address moves between the site's gateways, so it must be none of their own addresses", a, g.Name)
+				break
+			}
+		}
+	}
 }
 
 // overlaps reports every site prefix that overlaps an earlier one. Prefixes

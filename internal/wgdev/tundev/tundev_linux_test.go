@@ -17,6 +17,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
 	"github.com/fednet/fednet/internal/wgdev/tundev"
 )
@@ -127,7 +128,7 @@ func twoSites(t *testing.T, mode tundev.Mode) [2]*site {
 			x.ns.Exec(t, argv...)
 		}
 	}
-	err := nstest.WaitFor(10*time.Second, func() error {
+	await.Until(t, 10*time.Second, await.NoError(func() error {
 		return inNetns(t, s[0].ns.Name, func() error {
 			c, err := net.DialTimeout("tcp", s[1].lan+":9", 200*time.Millisecond)
 			if err == nil {
@@ -138,12 +139,9 @@ func twoSites(t *testing.T, mode tundev.Mode) [2]*site {
 			if errors.As(err, &op) && errors.Is(err, errRefused) {
 				return nil // the far end answered: the path works
 			}
-			return err
+			return fmt.Errorf("no path across the wire: %w", err)
 		})
-	})
-	if err != nil {
-		t.Fatalf("no path across the wire: %v", err)
-	}
+	}))
 	return s
 }
 
