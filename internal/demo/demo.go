@@ -518,13 +518,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // "kernel", "userspace (wireguard-go)" or "unknown".
 func WireGuardKind(ctx context.Context, gw *lab.Node) string {
 	out, err := gw.Run(ctx, "ip", "-d", "link", "show", "dev", spec.DefaultInterface)
-	switch {
-	case err != nil:
+	if err != nil {
 		return "unknown"
-	case strings.Contains(out, "wireguard"):
-		return "kernel"
-	case strings.Contains(out, "tun"):
-		return "userspace (wireguard-go)"
+	}
+	// The link kind opens the detail line after "link/...": "wireguard"
+	// or "tun". Not a search of the whole output: the alias fednet sets
+	// names the backend ("wireguard") on userspace devices too.
+	for _, line := range strings.Split(out, "\n") {
+		switch f := strings.Fields(line); {
+		case len(f) == 0:
+		case f[0] == "wireguard":
+			return "kernel"
+		case f[0] == "tun":
+			return "userspace (wireguard-go)"
+		}
 	}
 	return "unknown"
 }
