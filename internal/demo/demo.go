@@ -521,10 +521,15 @@ func WireGuardKind(ctx context.Context, gw *lab.Node) string {
 	if err != nil {
 		return "unknown"
 	}
-	// The link kind opens the detail line after "link/...": "wireguard"
-	// or "tun". Not a search of the whole output: the alias fednet sets
-	// names the backend ("wireguard") on userspace devices too.
-	for _, line := range strings.Split(out, "\n") {
+	return linkKind(out)
+}
+
+// linkKind reads the kind of WireGuard from `ip -d link show` output: the
+// link kind opens the detail line after "link/...", "wireguard" or "tun".
+// Not a search of the whole output: the alias fednet sets names the
+// backend ("wireguard") on userspace devices too.
+func linkKind(ipOutput string) string {
+	for _, line := range strings.Split(ipOutput, "\n") {
 		switch f := strings.Fields(line); {
 		case len(f) == 0:
 		case f[0] == "wireguard":
