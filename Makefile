@@ -17,7 +17,7 @@ VERSION ?= 0.1.0
 ARCH    ?= $(shell $(GO) env GOARCH)
 PKG_DIR ?= build/pkg
 
-.PHONY: all deps build test unit fuzz check demo bench bench-abw package clean
+.PHONY: all deps build test unit fuzz check demo bench bench-dataplane bench-abw package clean
 
 all: build
 
@@ -59,6 +59,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzPlanOwnership -fuzztime=$(FUZZTIME) ./internal/dataplane
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./internal/probe
 	$(GO) test -run='^$$' -fuzz='^FuzzParseJoinToken$$' -fuzztime=$(FUZZTIME) ./internal/api
+	$(GO) test -run='^$$' -fuzz='^FuzzSplit$$' -fuzztime=$(FUZZTIME) ./internal/offload
+	$(GO) test -run='^$$' -fuzz='^FuzzCoalesce$$' -fuzztime=$(FUZZTIME) ./internal/offload
 
 test: deps build check unit fuzz
 
@@ -69,6 +71,14 @@ demo: deps build
 # (docs/bench.md); results in bench-<timestamp>/.
 bench: deps build
 	./$(BIN) bench
+
+# bench-dataplane is the data path's benchmark (issue 12, docs/bench.md):
+# BENCH_RUNS full runs on examples/bridged.yaml, routed and bridged, fednet
+# against standalone wireguard-go; results in bench-dataplane-<n>/. About
+# four minutes a run on 2 cores; run it on a quiet machine.
+BENCH_RUNS ?= 3
+bench-dataplane: deps build
+	for i in $$(seq $(BENCH_RUNS)); do ./$(BIN) bench --spec examples/bridged.yaml --out bench-dataplane-$$i || exit 1; done
 
 # bench-abw runs the available-bandwidth accuracy runs (as root, in a lab):
 # bottlenecks of 20, 100 and 400 Mbit/s, without and with 30 % cross traffic,
