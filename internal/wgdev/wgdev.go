@@ -62,6 +62,12 @@ func validName(name string) error {
 // verbose messages: handshakes, keepalives, timers.
 const VerboseEnv = "FEDNET_WGDEV_VERBOSE"
 
+// ProfileEnv, when set in the environment of `fednet wgdev` (or of the
+// agent that starts it) to a directory, makes the device write a CPU
+// profile of itself there (wgdev-NAME-PID.pprof, for `go tool pprof`)
+// until it stops: to find where the data path spends its time.
+const ProfileEnv = "FEDNET_WGDEV_CPUPROFILE"
+
 // TUN says which TUN device the WireGuard device runs on.
 type TUN string
 

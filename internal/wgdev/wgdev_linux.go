@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 
 	"golang.zx2c4.com/wireguard/conn"
@@ -53,6 +56,13 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	if logf == nil {
 		logf = device.DiscardLogf
+	}
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		stop, err := startProfile(dir, name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ProfileEnv, err)
+		}
+		defer stop()
 	}
 	tdev, err := createTUN(cfg.TUN, name, func(format string, args ...any) {
 		logf("wgdev %s: "+format, append([]any{name}, args...)...)
@@ -192,4 +202,21 @@ func watchRoutes(changed func()) (stop func(), err error) {
 		}
 	}()
 	return func() { close(done) }, nil
+}
+
+// startProfile writes a CPU profile of this process to
+// dir/wgdev-NAME-PID.pprof until stop is called.
+func startProfile(dir, name string) (stop func(), err error) {
+	f, err := os.Create(filepath.Join(dir, "wgdev-"+name+"-"+strconv.Itoa(os.Getpid())+".pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
