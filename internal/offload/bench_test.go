@@ -17,11 +17,16 @@ func benchShapes() map[string]shape {
 	}
 }
 
+// benchSuper is a super-packet of s with 62000 bytes of payload cut at 1340.
+func benchSuper(s shape) ([]byte, Header) {
+	r := rand.New(rand.NewPCG(1, 2))
+	return s.super(randomPayload(r, 62000), 1340)
+}
+
 func BenchmarkSplit(b *testing.B) {
 	for name, s := range benchShapes() {
 		b.Run(name, func(b *testing.B) {
-			r := rand.New(rand.NewPCG(1, 2))
-			super, h := s.super(randomPayload(r, 62000), 1340)
+			super, h := benchSuper(s)
 			bufs, sizes := buffers(64, 1500, 32)
 			b.SetBytes(int64(len(super)))
 			for b.Loop() {
@@ -36,16 +41,15 @@ func BenchmarkSplit(b *testing.B) {
 func BenchmarkCoalesce(b *testing.B) {
 	for name, s := range benchShapes() {
 		b.Run(name, func(b *testing.B) {
-			r := rand.New(rand.NewPCG(1, 2))
-			super, h := s.super(randomPayload(r, 62000), 1340)
+			super, h := benchSuper(s)
 			bufs, sizes := buffers(64, 1500, 0)
 			n, _, err := Split(super, h, 0, bufs, sizes, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
-			pkts := make([][]byte, n)
-			for i := range n {
-				pkts[i] = bufs[i][:sizes[i]]
+			var pkts [][]byte
+			for i, buf := range bufs[:n] {
+				pkts = append(pkts, buf[:sizes[i]])
 			}
 			c := NewCoalescer(allOffloads())
 			b.SetBytes(int64(len(super)))
