@@ -2,8 +2,9 @@
 GO       ?= go
 BIN      := bin/fednet
 # Debian packages the lab, the demo and the tests use (systemd for
-# systemd-analyze, rpm to read the .rpm: the package test).
-APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm
+# systemd-analyze, rpm to read the .rpm: the package test; chromium for the
+# web console's tests, which drive it headless).
+APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm chromium
 FUZZTIME ?= 10s
 # Tools: nFPM builds the packages (a release that builds with this Go; later
 # ones need modules the module proxy refuses); moto emulates the EC2 API for
@@ -17,7 +18,7 @@ VERSION ?= 0.1.0
 ARCH    ?= $(shell $(GO) env GOARCH)
 PKG_DIR ?= build/pkg
 
-.PHONY: all deps build test unit fuzz check demo bench bench-dataplane bench-abw package clean
+.PHONY: all deps build test unit fuzz check demo bench bench-dataplane bench-abw package screenshot clean
 
 all: build
 
@@ -59,6 +60,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzPlanOwnership -fuzztime=$(FUZZTIME) ./internal/dataplane
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./internal/probe
 	$(GO) test -run='^$$' -fuzz='^FuzzParseJoinToken$$' -fuzztime=$(FUZZTIME) ./internal/api
+	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=$(FUZZTIME) ./internal/wgdev/fallback
 	$(GO) test -run='^$$' -fuzz='^FuzzSplit$$' -fuzztime=$(FUZZTIME) ./internal/offload
 	$(GO) test -run='^$$' -fuzz='^FuzzCoalesce$$' -fuzztime=$(FUZZTIME) ./internal/offload
 
@@ -87,6 +89,12 @@ bench-dataplane: deps build
 ABW_RUNS ?= 10
 bench-abw: deps
 	$(GO) test -count=1 -timeout 30m -run 'TestBenchABW' -v ./internal/abw/abwlab -abw.runs $(ABW_RUNS) -abw.table $(CURDIR)/bench-abw.md
+
+# screenshot runs the web console's lab test (as root: a four-site lab, a
+# manager, real agents, headless Chromium) and writes its screenshots to
+# docs/img: console.png, the page the README shows.
+screenshot: deps
+	$(GO) test -count=1 -timeout 10m -run '^TestConsoleOnLab$$' ./internal/console -console.screenshots $(CURDIR)/docs/img
 
 # package builds the .deb and the .rpm (docs/deploy.md): a static binary,
 # the systemd units, the example settings, and man pages generated from the

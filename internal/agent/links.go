@@ -388,7 +388,7 @@ func linkStatuses(ctx context.Context, g plan.Gateway, st dataplane.Dataplane, l
 	out := []api.LinkStatus{}
 	for _, s := range states {
 		l := api.LinkStatus{
-			Peer: s.Peer, Backend: s.Backend, Established: s.Established,
+			Peer: s.Peer, Backend: s.Backend, Transport: s.Transport, Established: s.Established,
 			PublicKey: peers[s.Peer].WireGuard.PublicKey, Endpoint: s.Endpoint,
 			LastHandshake: s.LastHandshake, RxBytes: s.RxBytes, TxBytes: s.TxBytes,
 		}

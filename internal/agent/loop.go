@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,6 +133,15 @@ func (l *Loop) Run(ctx context.Context) error {
 		return nil
 	})
 
+	l.mu.Lock()
+	l.supervise(nil, l.dp)
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.supervise(l.dp, nil)
+		l.mu.Unlock()
+	}()
+
 	sctx, stopSource := context.WithCancel(ctx)
 	sourceDone := make(chan error, 1)
 	go func() { sourceDone <- l.cfg.Source.Run(sctx, l.deliver) }()
@@ -187,6 +197,28 @@ func (l *Loop) Reapply(why string) {
 	}
 }
 
+// supervise moves the supervision of the tunnels (dataplane.Supervised)
+// from data plane old to new (either may be nil): a tunnel device that
+// dies outside an apply is counted, and the loop applies the plan again at
+// once, which makes a lost one anew and verifies a restored one (the
+// driver logs what happened). Only the data plane in force supervises, so
+// a device is never replaced twice. l.mu is held.
+func (l *Loop) supervise(old, new dataplane.Dataplane) {
+	if s, ok := old.(dataplane.Supervised); ok {
+		s.OnEvent(nil)
+	}
+	if s, ok := new.(dataplane.Supervised); ok {
+		s.OnEvent(func(e dataplane.TunnelEvent) {
+			l.cfg.Metrics.DataplaneRestarted(e.Restored)
+			what := "lost"
+			if e.Restored {
+				what = "restarted"
+			}
+			l.Reapply(fmt.Sprintf("tunnel %s %s: %s", e.Interface, what, e.Cause))
+		})
+	}
+}
+
 // Status returns the plan in force and how it went. Safe for concurrent
 // use.
 func (l *Loop) Status() Status {
@@ -233,7 +265,8 @@ func (l *Loop) handle(ctx context.Context, u Update) Result {
 		return Result{Err: u.Err}
 	}
 	l.mu.Lock()
-	if u.Dataplane != nil {
+	if u.Dataplane != nil && u.Dataplane != l.dp {
+		l.supervise(l.dp, u.Dataplane)
 		l.dp = u.Dataplane
 	}
 	if u.Plan != nil {

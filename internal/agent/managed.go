@@ -506,11 +506,9 @@ func classify(err error) answer {
 // undecodable reports whether err is the client failing to decode a
 // success answer of the manager (for a plan: one of a newer format than
 // this agent reads, or with fields it does not know), as opposed to the
-// manager being out of reach. The client does not give that error a type
-// of its own; its wording (client.Client.do) says it, and
-// TestManagedRefusesANewerPlanFormat fails if the wording changes.
+// manager being out of reach.
 func undecodable(err error) bool {
-	return strings.Contains(err.Error(), "decoding the answer of the manager")
+	return errors.Is(err, client.ErrUndecodable)
 }
 
 // explain adds to err, for the log, what the agent makes of it.

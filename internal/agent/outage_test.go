@@ -95,7 +95,8 @@ func TestClassify(t *testing.T) {
 		{answerOf(404, api.CodeNotFound), answerNoPlan},
 		{answerOf(409, api.CodeConflict), answerRefused},
 		{answerOf(400, api.CodeBadRequest), answerRefused},
-		{errors.New("decoding the answer of the manager at https://m:8443 to GET /v1/gateways/g/plan: decoding plan: it is of format 3"), answerUnreadable},
+		{fmt.Errorf("%w at https://m:8443 to GET /v1/gateways/g/plan: %w", client.ErrUndecodable, errors.New("decoding plan: it is of format 3")), answerUnreadable},
+		{errors.New("dial tcp: decoding the answer of the manager (a message that only looks alike)"), answerRetry},
 	}
 	for _, tt := range tests {
 		if got := classify(tt.err); got != tt.want {

@@ -216,6 +216,11 @@ type LinkStatus struct {
 	// from before tunnel drivers, whose links the manager judges by the
 	// handshake's age alone.
 	Backend backend.Name `json:"backend,omitempty"`
+	// Transport is how the link's packets travel now: udp, or tcp443 when
+	// the link fell back to TLS over TCP because UDP is blocked
+	// (docs/interop.md); empty in reports of agents from before the
+	// fallback.
+	Transport backend.Transport `json:"transport,omitempty"`
 	// Established is the tunnel driver's verdict that the tunnel works
 	// (WireGuard: a handshake within the last three minutes); the link is
 	// up when it is established and the probes are answered.
@@ -293,11 +298,15 @@ type Link struct {
 	To   string `json:"to"`
 	// Up: a handshake within the last 3 minutes and, when the link is
 	// probed, not the last 3 probes lost (docs/probe.md).
-	Up            bool      `json:"up"`
-	Endpoint      string    `json:"endpoint,omitempty"`
-	LastHandshake time.Time `json:"lastHandshake,omitempty"`
-	RxBytes       int64     `json:"rxBytes"`
-	TxBytes       int64     `json:"txBytes"`
+	Up bool `json:"up"`
+	// Backend and Transport are as From last reported them (LinkStatus);
+	// empty when From's agent does not report them.
+	Backend       backend.Name      `json:"backend,omitempty"`
+	Transport     backend.Transport `json:"transport,omitempty"`
+	Endpoint      string            `json:"endpoint,omitempty"`
+	LastHandshake time.Time         `json:"lastHandshake,omitempty"`
+	RxBytes       int64             `json:"rxBytes"`
+	TxBytes       int64             `json:"txBytes"`
 	// Probe is the probes' figures as From last reported them; nil when
 	// From does not probe.
 	Probe *LinkProbe `json:"probe,omitempty"`

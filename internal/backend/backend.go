@@ -34,6 +34,25 @@ const Default = WireGuard
 
 func (n Name) String() string { return string(n) }
 
+// Transport is how the packets of a link travel between two gateways, as
+// status reports and metrics name it.
+type Transport string
+
+// Transports.
+const (
+	// TransportUDP is the backend's own datagrams (WireGuard over UDP).
+	TransportUDP Transport = "udp"
+	// TransportTCP443 is WireGuard's packets framed in a TLS stream over
+	// TCP (port 443 by default), the fallback of a link whose UDP is
+	// blocked (docs/interop.md).
+	TransportTCP443 Transport = "tcp443"
+)
+
+func (t Transport) String() string { return string(t) }
+
+// Valid reports whether t is a transport fednet knows.
+func (t Transport) Valid() bool { return t == TransportUDP || t == TransportTCP443 }
+
 // Term is one part of a backend's encapsulation overhead, for the MTU's
 // written-out reason ("UDP 8").
 type Term struct {

@@ -86,11 +86,15 @@ func TestBenchQuick(t *testing.T) {
 
 	built := filepath.Join(dir, "built")
 	run(ctx, t, "bench", "--quick", "--spec", specPath, "--name", name, "--keep", "--out", built)
-	checkOutputs(t, built, 2)
+	// routed, bridged, and tcp443: routed with the second site's UDP
+	// blocked, its link on the TCP fallback.
+	if r := checkOutputs(t, built, 3); r.Modes[2].Mode != bench.TCP443 {
+		t.Errorf("third mode %q, want %s", r.Modes[2].Mode, bench.TCP443)
+	}
 
 	byName := filepath.Join(dir, "by-name")
 	run(ctx, t, "bench", "--quick", "--lab", name, "--out", byName)
-	r := checkOutputs(t, byName, 2)
+	r := checkOutputs(t, byName, 3)
 	if r.Target.Lab != name || r.Target.Spec == "" {
 		t.Errorf("target %+v: want lab %s and its saved spec", r.Target, name)
 	}
@@ -126,9 +130,12 @@ func TestBenchQuick(t *testing.T) {
 	checkPath(t, "live", m, bench.Overlay, lr.Settings)
 }
 
-// Physical bounds of any figure measured in a lab on one machine.
+// Physical bounds of any figure measured in a lab on one machine: a figure
+// beyond them is a parsing or unit error, not a slow machine. The RTT bound
+// is the length of the longest ping run (a loaded CI machine answers a ping
+// under load after more than a second: seen 1210 ms).
 const (
-	maxLabRTTMs = 1000   // a round trip between namespaces of one machine
+	maxLabRTTMs = 60000  // a round trip between namespaces of one machine
 	maxLabMbps  = 100000 // more than any veth pair of one machine carries
 )
 

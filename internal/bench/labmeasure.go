@@ -100,6 +100,11 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 		m.Network = bn.Name
 		res.Modes = append(res.Modes, m)
 	}
+	if m, err := r.measureTCP443(ctx, routed, []*path{underlay, standalone}, shared); err != nil {
+		res.Notes = append(res.Notes, "No tcp443 mode: "+err.Error())
+	} else {
+		res.Modes = append(res.Modes, m)
+	}
 	if len(res.Modes) > 0 {
 		res.Ratios = res.Modes[0].Ratios
 	}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"time"
 )
 
@@ -25,22 +26,53 @@ type LiveConfig struct {
 	// interface: its transmit counters during a transfer give the traffic
 	// overhead. Optional.
 	WireInterface string
-	Settings      Settings
-	Quick         bool
-	Progress      io.Writer
+	// Source, when valid, is the address the probes and transfers leave
+	// from (ping -I, iperf3 -B). On a gateway it must be the gateway's LAN
+	// address: what the gateway itself sends into the overlay otherwise
+	// leaves with its transit address, which the remote gateways' forward
+	// chains drop (they forward only between site prefixes).
+	Source   netip.Addr
+	Settings Settings
+	Quick    bool
+	Progress io.Writer
 }
 
-// local runs programs on this machine.
-type local struct{}
+// local runs programs on this machine, ping and iperf3 from src when it
+// is valid. Its iperf3 clients give up on a server that does not answer
+// within connectTimeout, instead of TCP's minutes.
+type local struct{ src netip.Addr }
 
-func (local) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+// connectTimeout bounds the setup of an iperf3 client's control
+// connection on a live run.
+const connectTimeout = 5 * time.Second
+
+func (l local) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	switch name {
+	case "iperf3":
+		pre := []string{"--connect-timeout", strconv.FormatInt(connectTimeout.Milliseconds(), 10)}
+		if l.src.IsValid() {
+			pre = append(pre, "-B", l.src.String())
+		}
+		args = append(pre, args...)
+	case "ping":
+		if l.src.IsValid() {
+			args = append([]string{"-I", l.src.String()}, args...)
+		}
+	}
 	return exec.CommandContext(ctx, name, args...)
 }
 
-func (local) String() string { return "this machine" }
+func (l local) String() string {
+	if l.src.IsValid() {
+		return "this machine (from " + l.src.String() + ")"
+	}
+	return "this machine"
+}
 
 // RunLive measures a live federation: the same measurements as on a lab
-// but the delay sweep and the standalone tunnel, which need a lab. The
+// but the delay sweep and the standalone tunnel, which need a lab. Overlay
+// traffic leaves from cfg.Source when it is set (on a gateway: its LAN
+// address). The
 // traffic overhead is measured only with WireInterface, and there counts
 // what the interface reports: segmentation offloads make it count fewer,
 // larger packets than the wire carries (bench does not change a live
@@ -72,8 +104,15 @@ func RunLive(ctx context.Context, cfg LiveConfig) (*Results, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s %q: want an IP address: %w", t.flag, t.addr, err)
 		}
+		from := local{}
+		if t.name == Overlay {
+			from.src = cfg.Source // the underlay target is outside the overlay: the default route's source
+		}
 		paths = append(paths, &path{info: PathInfo{Name: t.name, From: host, To: a.String(), Address: a.String()},
-			from: local{}, to: a, port: IperfPort, wire: wire, keepOffloads: true})
+			from: from, to: a, port: IperfPort, wire: wire, keepOffloads: true})
+	}
+	if cfg.Source.IsValid() {
+		progress("sending into the overlay from %s", cfg.Source)
 	}
 	for _, p := range paths {
 		if err := waitIperfReachable(ctx, p); err != nil {
@@ -103,7 +142,11 @@ func RunLive(ctx context.Context, cfg LiveConfig) (*Results, error) {
 func waitIperfReachable(ctx context.Context, p *path) error {
 	_, err := transfer{from: p.from, to: p.to, port: p.port, duration: time.Second, streams: 1}.run(ctx)
 	if err != nil {
-		return fmt.Errorf("%s target %s: no iperf3 server answers (run iperf3 -s there): %w", p.info.Name, p.to, err)
+		return fmt.Errorf("%s target %s: no iperf3 server answers on TCP port %d from %s: %w; "+
+			"run iperf3 -s there, and check that no firewall drops the port on the way "+
+			"(the target's own, a cloud security group; on a gateway, fednet's: run bench there with --source set to "+
+			"the gateway's LAN address, since gateways forward only traffic between site prefixes, not the transit "+
+			"address a gateway sends from by default)", p.info.Name, p.to, p.port, p.from, err)
 	}
 	return nil
 }

@@ -68,7 +68,8 @@ type PathInfo struct {
 
 // ModeResult holds the measurements of one network mode.
 type ModeResult struct {
-	// Mode is "routed" or "bridged".
+	// Mode is "routed", "bridged" or "tcp443" (routed with the second
+	// site's UDP blocked, its link on the TCP fallback).
 	Mode string `json:"mode"`
 	// Network is the bridged network measured (bridged mode).
 	Network  string           `json:"network,omitempty"`

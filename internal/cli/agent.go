@@ -29,7 +29,7 @@ func newAgentCmd() *cobra.Command {
 	var metricsListen string
 	var m managedFlags
 	cmd := &cobra.Command{
-		Use:   "agent (--data-dir DIR [--token TOKEN] | --plan FILE --key FILE)",
+		Use:   "agent (--data-dir DIR [--token-file FILE] | --plan FILE --key FILE)",
 		Short: "Apply a gateway's plan to this machine and keep it applied",
 		Long: `Agent runs on a site's gateway. It applies the gateway's plan to the kernel:
 the WireGuard interface and peers, addresses, routes, IP forwarding and the
@@ -50,10 +50,11 @@ The source is either a manager or a plan file:
 Managed mode (--data-dir DIR): the plan comes from a manager. On first start
 the agent generates its WireGuard key in DIR/private.key (the private key never
 leaves the machine), enrolls with the one-time join token from "fednet token
-create" (--token), and keeps its credential in DIR/credential.json. It then
-watches its plan, applies each new one, keeps the last one in DIR/plan.json and
-reports status every --status-interval. A restarted agent re-applies
-DIR/plan.json at once, before and without reaching the manager. When the
+create" (--token-file FILE; --token TOKEN works too, but shows it in ps), and
+keeps its credential in DIR/credential.json. It then watches its plan, applies
+each new one, keeps the last one in DIR/plan.json and reports status every
+--status-interval. A restarted agent re-applies DIR/plan.json at once, before
+and without reaching the manager. When the
 manager asks (fednet rotate-key), it rolls its key. The data plane stays as it
 is, and the agent keeps retrying with backoff (logging at once, then at most
 once a minute), while the manager:
@@ -64,7 +65,14 @@ once a minute), while the manager:
     because the spec no longer lists it.
 Only when the gateway is removed (fednet gateway remove: 403 gateway_removed)
 does the agent exit, with status 1, leaving the data plane as it is. Once
-enrolled, --token is not needed.
+enrolled, neither --token-file nor --token is needed.
+
+--endpoint HOST:PORT is a note to the manager, not a setting: the agent sends
+it when it enrolls, the manager stores it, shows it as the gateway's endpoint
+(fednet get gateways) when the spec gives none, and logs a warning when it
+differs from the spec's. Plans never use it: peers reach a gateway at its
+spec's gateways[].endpoint (or not at all, for behindNAT). To change where
+peers send, change the spec.
 
 Static mode (--plan FILE --key FILE): the plan comes from a file written by
 "fednet plan --gateway NAME -o json". The first plan must be good (else exit
@@ -84,9 +92,9 @@ WireGuard: the kernel module when the kernel has it, otherwise a userspace
 device ("fednet wgdev", wireguard-go) in its own long-lived process, so that
 agent restarts never drop a tunnel. Force one with --wireguard.`,
 		Example: `  # managed: enroll once with a join token, then just restart with --data-dir
-  fednet agent --data-dir /var/lib/fednet --token "$(cat join.token)"
-  fednet agent --data-dir /var/lib/fednet
-  fednet agent --data-dir /var/lib/fednet --down            # remove what the cached plan created
+  fednet agent --data-dir /var/lib/fednet/agent --token-file join.token
+  fednet agent --data-dir /var/lib/fednet/agent
+  fednet agent --data-dir /var/lib/fednet/agent --down            # remove what the cached plan created
 
   # static: a plan file from "fednet plan --gateway NAME -o json"
   fednet agent --plan /etc/fednet/plan.json --key /etc/fednet/private.key
@@ -102,7 +110,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 			}
 			if planFile == "" {
 				return errors.New("--plan FILE is required for a plan file (write one with: fednet plan -f spec.yaml --gateway NAME -o json); " +
-					"or give --data-dir DIR (with --token TOKEN on first start) to get plans from a manager")
+					"or give --data-dir DIR (with --token-file FILE on first start) to get plans from a manager")
 			}
 			mode, err := wireguard.ParseMode(wgMode)
 			if err != nil {
@@ -159,6 +167,8 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 			}
 			defer stop()
 			logger.Printf("agent: applying %s", planFile)
+			defer logStop(ctx, logger.Printf, func() (plan.Gateway, error) { return agent.LoadPlan(planFile) },
+				fmt.Sprintf("fednet agent --plan %s --down", planFile))()
 			return agent.Run(ctx, cfg)
 		},
 	}
@@ -173,7 +183,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 	cmd.Flags().StringVar(&m.token, "token", "", "managed mode: join token from fednet token create (first start only; visible in ps, prefer --token-file)")
 	cmd.Flags().StringVar(&m.tokenFile, "token-file", "", "managed mode: file holding the join token (first start only)")
 	cmd.Flags().StringVar(&m.manager, "manager", "", "managed mode: manager URL, replacing the join token's (https://HOST:PORT)")
-	cmd.Flags().StringVar(&m.endpoint, "endpoint", "", "managed mode: this gateway's public endpoint HOST:PORT to announce at enrollment")
+	cmd.Flags().StringVar(&m.endpoint, "endpoint", "", "managed mode: this gateway's public HOST:PORT, sent at enrollment for the record only: the manager shows it and warns when it differs from the spec's; peers always use the spec's gateways[].endpoint")
 	cmd.Flags().DurationVar(&m.bandwidthInterval, "bandwidth-interval", 0, "estimate every link's available bandwidth this often (e.g. 10m, jittered ±20%; at least 1m); 0 turns the schedule off")
 	cmd.Flags().DurationVar(&m.statusInterval, "status-interval", agent.DefaultStatusInterval, "managed mode: how often to report status to the manager")
 	cmd.MarkFlagsMutuallyExclusive("once", "down")
@@ -239,11 +249,10 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 		return err
 	}
 	if m.tokenFile != "" {
-		data, err := os.ReadFile(m.tokenFile)
-		if err != nil {
-			return fmt.Errorf("reading --token-file: %w", err)
+		var err error
+		if m.token, err = readTokenFile(m.tokenFile); err != nil {
+			return err
 		}
-		m.token = strings.TrimSpace(string(data))
 	}
 	bw, err := m.bandwidthConfig()
 	if err != nil {
@@ -254,6 +263,13 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 		return err
 	}
 	defer stop()
+	defer logStop(cmd.Context(), logger.Printf, func() (plan.Gateway, error) {
+		cached, err := agent.LoadCachedPlan(m.dataDir)
+		if err != nil {
+			return plan.Gateway{}, err
+		}
+		return cached.Plan, nil
+	}, fmt.Sprintf("fednet agent --data-dir %s --down", m.dataDir))()
 	return agent.RunManaged(cmd.Context(), agent.ManagedConfig{
 		Bandwidth: bw,
 		Metrics:   mx,
@@ -267,6 +283,28 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 		StatusInterval: m.statusInterval,
 		Resync:         resync,
 		Logf:           logger.Printf,
+	})
+}
+
+// logStop logs one line when ctx ends (SIGINT or SIGTERM): what the agent
+// leaves running, from the plan applied gives, and the command that removes
+// it. The returned function cancels the line (an agent that ends on its own
+// says why itself); call it when the agent returns.
+func logStop(ctx context.Context, logf func(string, ...any), applied func() (plan.Gateway, error), down string) (cancel func()) {
+	return onStop(ctx, func() {
+		cause := context.Cause(ctx)
+		p, err := applied()
+		if err != nil {
+			logf("agent stopping (%v); no plan was applied, so nothing of fednet is left running here", cause)
+			return
+		}
+		var tunnels []string
+		for _, t := range p.Tunnels {
+			tunnels = append(tunnels, t.Name)
+		}
+		logf("agent stopping (%v); left running as they are: tunnel %s with %d peers (a userspace tunnel keeps its fednet wgdev process), "+
+			"%d routes, %d bridges and the nftables table %s; traffic keeps flowing on the last plan; %s removes them",
+			cause, strings.Join(tunnels, ", "), len(p.Peers), len(p.Routes), len(p.Bridges), p.Firewall.Table, down)
 	})
 }
 
@@ -306,6 +344,7 @@ func printChanges(w interface{ Write([]byte) (int, error) }, changes []dataplane
 
 func newWgdevCmd() *cobra.Command {
 	var tunFlag, aqmFlag string
+	var fallbackPort uint16
 	cmd := &cobra.Command{
 		Use:   "wgdev IFNAME",
 		Short: "Run a userspace WireGuard device (started by the agent when the kernel has no WireGuard)",
@@ -325,7 +364,12 @@ own TUN device, as a standalone wireguard-go runs.
 Queue management (--aqm, or ` + wgdev.AQMEnv + `): CoDel keeps the packets waiting
 inside the device to a few milliseconds under load, dropping large packets of
 the flows that fill the queue ("on", the default; "off"; or
-"target=2ms,interval=20ms").`,
+"target=2ms,interval=20ms").
+
+With --tcp-fallback PORT, a peer whose UDP is blocked is reached over TLS on
+TCP PORT instead (docs/interop.md): the device accepts such streams on PORT,
+and dials a peer's PORT when a handshake sent over UDP goes unanswered for
+3 s; it goes back to UDP when UDP answers again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tunFlag == "" {
@@ -343,10 +387,11 @@ the flows that fill the queue ("on", the default; "off"; or
 				return fmt.Errorf("--aqm: %w", err)
 			}
 			logger := log.New(os.Stderr, "wgdev: ", log.LstdFlags)
-			return wgdev.Serve(cmd.Context(), wgdev.Config{Name: args[0], TUN: t, AQM: q, Logf: logger.Printf})
+			return wgdev.Serve(cmd.Context(), wgdev.Config{Name: args[0], TUN: t, AQM: q, FallbackPort: fallbackPort, Logf: logger.Printf})
 		},
 	}
 	cmd.Flags().StringVar(&tunFlag, "tun", "", "TUN device: offload, no-tunnel, none or wireguard-go (default offload, or $"+wgdev.TUNEnv+")")
 	cmd.Flags().StringVar(&aqmFlag, "aqm", "", "queue management: on, off, or target=DURATION,interval=DURATION (default on, or $"+wgdev.AQMEnv+")")
+	cmd.Flags().Uint16Var(&fallbackPort, "tcp-fallback", 0, "TCP port of the UDP-blocked fallback (TLS streams), 0 for none; the agent passes the plan's (443 by default)")
 	return cmd
 }

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/bench"
 	"github.com/fednet/fednet/internal/demo"
 )
@@ -17,6 +20,7 @@ func newBenchCmd() *cobra.Command {
 		labName, specFile, name, out string
 		quick, keep                  bool
 		live                         bench.LiveConfig
+		source, agentDir             string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--lab NAME | --spec FILE | --live ...] [--out DIR] [--quick]",
@@ -48,11 +52,16 @@ of the same two sites for the underlay and the standalone tunnel.
 On a live federation: --live, run on a host of one site, against a host of
 another site (--overlay-target) and, for the underlay, the public address of
 that site's gateway or any machine next to it outside the overlay
-(--underlay-target); both must run "iperf3 -s". See docs/bench.md.`,
+(--underlay-target); both must run "iperf3 -s". On a gateway, bench sends
+into the overlay from the gateway's LAN address (--source; by default the one
+in the plan the agent cached in --agent-data-dir), because what a gateway
+sends by default leaves with its transit address, which the remote gateways
+do not forward. See docs/bench.md.`,
 		Example: `  fednet bench --quick                                # a short run on a lab of its own
   fednet bench --spec examples/bridged.yaml --out bench-bridged
   fednet lab demo --keep && fednet bench --lab demo
-  fednet bench --live --overlay-target 10.2.0.1 --underlay-target 203.0.113.20`,
+  fednet bench --live --overlay-target 10.2.0.1 --underlay-target 203.0.113.20
+  fednet bench --live --overlay-target 10.2.0.1 --source 10.1.0.254   # on gateway aws-gw: from its LAN address`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			settings := bench.DefaultSettings()
@@ -67,6 +76,9 @@ that site's gateway or any machine next to it outside the overlay
 			var err error
 			if live.Overlay != "" || live.Underlay != "" || cmd.Flags().Changed("live") {
 				live.Settings, live.Quick, live.Progress = settings, quick, progress
+				if live.Source, err = liveSource(source, agentDir, progress); err != nil {
+					return err
+				}
 				res, err = bench.RunLive(cmd.Context(), live)
 			} else {
 				if err := needRoot(); err != nil {
@@ -113,5 +125,27 @@ that site's gateway or any machine next to it outside the overlay
 	cmd.Flags().StringVar(&live.Overlay, "overlay-target", "", "live: overlay address of a host in another site running iperf3 -s")
 	cmd.Flags().StringVar(&live.Underlay, "underlay-target", "", "live: public address, outside the overlay, next to that host, running iperf3 -s")
 	cmd.Flags().StringVar(&live.WireInterface, "wire-interface", "", "live, when run on a gateway: its public interface, whose counters give the traffic overhead")
+	cmd.Flags().StringVar(&source, "source", "", "live, when run on a gateway: the address to send into the overlay from, the gateway's LAN address (default: from the plan cached in --agent-data-dir, if any)")
+	cmd.Flags().StringVar(&agentDir, "agent-data-dir", "/var/lib/fednet/agent", "live: the data directory of this machine's agent, if it is a gateway; its cached plan gives the LAN address to send from")
 	return cmd
+}
+
+// liveSource is the address a live run sends into the overlay from:
+// --source, else the LAN address of the gateway whose agent cached its plan
+// in agentDir, else none (the default route's source: right on a host).
+func liveSource(source, agentDir string, progress io.Writer) (netip.Addr, error) {
+	if source != "" {
+		a, err := netip.ParseAddr(source)
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("--source %q: want this gateway's LAN address, like 10.1.0.254: %w", source, err)
+		}
+		return a, nil
+	}
+	cached, err := agent.LoadCachedPlan(agentDir)
+	if err != nil || !cached.Plan.LAN.Address.IsValid() {
+		return netip.Addr{}, nil // not a gateway (or not a managed one): send as the routes say
+	}
+	a := cached.Plan.LAN.Address.Addr()
+	fmt.Fprintf(progress, "this machine is gateway %s (its agent's plan in %s): sending into the overlay from its LAN address %s (--source overrides)\n", cached.Plan.Name, agentDir, a)
+	return a, nil
 }

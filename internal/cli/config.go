@@ -79,21 +79,50 @@ func saveConfig(path string, c connection) error {
 
 // connFlags are the flags of every command that talks to a manager.
 type connFlags struct {
-	manager, token, caFingerprint string
+	manager, token, tokenFile, caFingerprint string
 }
 
 func (f *connFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.manager, "manager", "", "manager URL https://HOST:PORT (default: $"+envManager+", then the config from fednet login)")
-	cmd.Flags().StringVar(&f.token, "token", "", "admin token (default: $"+envToken+", then the config from fednet login)")
+	cmd.Flags().StringVar(&f.token, "token", "", "admin token (default: $"+envToken+", then the config from fednet login; visible in ps, prefer --token-file)")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, e.g. the manager's DATA_DIR/admin.token")
 	cmd.Flags().StringVar(&f.caFingerprint, "ca-fingerprint", "", "hex SHA-256 of the manager's CA certificate (default: $"+envCAFingerprint+", then the config from fednet login)")
+	cmd.MarkFlagsMutuallyExclusive("token", "token-file")
+}
+
+// adminToken is the token the flags give: --token, else the content of
+// --token-file, else $FEDNET_TOKEN; "" when none does.
+func (f *connFlags) adminToken() (string, error) {
+	if f.tokenFile != "" {
+		return readTokenFile(f.tokenFile)
+	}
+	return first(f.token, os.Getenv(envToken)), nil
+}
+
+// readTokenFile reads a token from a file (--token-file): its content
+// without surrounding white space.
+func readTokenFile(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading --token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("--token-file %s is empty; it should hold the token on one line", path)
+	}
+	return tok, nil
 }
 
 // resolve finds the connection: each field from its flag, else its
 // environment variable, else the config file.
 func (f *connFlags) resolve() (connection, error) {
+	tok, err := f.adminToken()
+	if err != nil {
+		return connection{}, err
+	}
 	c := connection{
 		Manager:       first(f.manager, os.Getenv(envManager)),
-		Token:         first(f.token, os.Getenv(envToken)),
+		Token:         tok,
 		CAFingerprint: first(f.caFingerprint, os.Getenv(envCAFingerprint)),
 	}
 	if c.Manager == "" || c.Token == "" || c.CAFingerprint == "" {
@@ -111,7 +140,7 @@ func (f *connFlags) resolve() (connection, error) {
 		var missing []string
 		for _, m := range []struct{ v, flag, env string }{
 			{c.Manager, "--manager", envManager},
-			{c.Token, "--token", envToken},
+			{c.Token, "--token-file", envToken},
 			{c.CAFingerprint, "--ca-fingerprint", envCAFingerprint},
 		} {
 			if m.v == "" {
@@ -120,7 +149,7 @@ func (f *connFlags) resolve() (connection, error) {
 		}
 		if len(missing) > 0 {
 			return c, fmt.Errorf("no manager to talk to: missing %s and nothing in %s; "+
-				"run: fednet login --manager https://HOST:PORT --token ADMIN_TOKEN --ca-fingerprint HEX, "+
+				"run: fednet login --manager https://HOST:PORT --token-file ADMIN_TOKEN_FILE --ca-fingerprint HEX, "+
 				"or set %s, %s and %s", strings.Join(missing, ", "), path, envManager, envToken, envCAFingerprint)
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log"
 	"net/netip"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -62,11 +60,10 @@ with an error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tokenFile != "" {
-				data, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return fmt.Errorf("reading --token-file: %w", err)
+				var err error
+				if cfg.Token, err = readTokenFile(tokenFile); err != nil {
+					return err
 				}
-				cfg.Token = strings.TrimSpace(string(data))
 			}
 			if lan != "" {
 				a, err := netip.ParseAddr(lan)

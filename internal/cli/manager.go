@@ -63,7 +63,7 @@ manager hold (docs/manager.md, "Limits").
 
 On start it prints the URL, the CA fingerprint and the "fednet login" line an
 operator runs. It stops on SIGINT or SIGTERM.`,
-		Example: `  fednet manager --data-dir /var/lib/fednet-manager --advertise https://203.0.113.5:7443
+		Example: `  fednet manager --data-dir /var/lib/fednet/manager --advertise https://203.0.113.5:7443
   fednet manager --data-dir ./mgr --listen 10.0.0.1:7443
   fednet manager --data-dir ./mgr --advertise manager.example.com --san 10.0.0.1`,
 		Args: cobra.NoArgs,
@@ -101,6 +101,10 @@ operator runs. It stops on SIGINT or SIGTERM.`,
 			}
 			defer func() { cancel(); <-done }()
 			printManagerStart(cmd.OutOrStdout(), m)
+			// One line when a signal stops it: what stays running without it.
+			defer onStop(cmd.Context(), func() {
+				logger.Printf("manager stopping (%v): the API and the console close; every agent keeps its tunnels and last plan, and reconnects when a manager answers again", context.Cause(cmd.Context()))
+			})()
 			return m.ListenAndServe(ctx)
 		},
 	}
@@ -130,7 +134,7 @@ func printManagerStart(w io.Writer, m *manager.Manager) {
 	fmt.Fprintf(w, "fednet manager at %s\n", m.URL())
 	fmt.Fprintf(w, "  CA fingerprint (SHA-256): %s\n", m.CAFingerprint())
 	fmt.Fprintf(w, "  admin token:              %s\n", tokenPath)
-	fmt.Fprintf(w, "log in with:\n  fednet login --manager %s --token \"$(cat %s)\" --ca-fingerprint %s\n", m.URL(), managerShellQuote(tokenPath), m.CAFingerprint())
+	fmt.Fprintf(w, "log in with (on this machine; from another, copy admin.token over first: fednet login --help):\n  fednet login --manager %s --token-file %s --ca-fingerprint %s\n", m.URL(), managerShellQuote(tokenPath), m.CAFingerprint())
 }
 
 // managerShellQuote quotes s for a POSIX shell when it needs it.

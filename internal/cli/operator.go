@@ -46,7 +46,7 @@ func managerCall(cf *connFlags, f func(*client.Client) error) error {
 // hint adds what to do to a refused admin token.
 func hint(err error) error {
 	if client.StatusOf(err) == http.StatusUnauthorized {
-		return fmt.Errorf("%w\n(the admin token was refused: check --token or $%s, or run fednet login again with the token in the manager's admin.token file)", err, envToken)
+		return fmt.Errorf("%w\n(the admin token was refused: check --token-file or $%s, or run fednet login again with --token-file naming a copy of the manager's admin.token)", err, envToken)
 	}
 	return err
 }
@@ -54,31 +54,46 @@ func hint(err error) error {
 func newLoginCmd() *cobra.Command {
 	var cf connFlags
 	cmd := &cobra.Command{
-		Use:   "login --manager URL --token TOKEN --ca-fingerprint HEX",
+		Use:   "login --manager URL --token-file FILE --ca-fingerprint HEX",
 		Short: "Check a manager connection and save it for the other commands",
 		Long: `Login checks that the manager answers at URL with a certificate from the CA
 whose SHA-256 fingerprint is HEX, and that it accepts the admin token, then
 saves the three in ~/.config/fednet/config.json (mode 0600; $FEDNET_CONFIG
 names another file). Every other operator command reads them from there
-unless --manager, --token and --ca-fingerprint or $FEDNET_MANAGER,
-$FEDNET_TOKEN and $FEDNET_CA_FINGERPRINT say otherwise.
+unless --manager, --token-file (or --token) and --ca-fingerprint or
+$FEDNET_MANAGER, $FEDNET_TOKEN and $FEDNET_CA_FINGERPRINT say otherwise.
 
 The manager prints its URL and CA fingerprint when it starts; the admin token
-is the file admin.token in its data directory.`,
-		Example: `  fednet login --manager https://10.0.0.1:8443 --token "$(cat /var/lib/fednet-manager/admin.token)" \
-      --ca-fingerprint 3f9c...e1`,
+is the file admin.token in its data directory. On the manager's machine, give
+that file to --token-file. From another machine, copy it over a channel you
+trust (it is the key to the whole federation) into a file of mode 0600, log
+in with --token-file, then delete the copy: the config keeps the token.
+--token TOKEN works too, but a command-line argument is visible to every
+user in ps while the command runs.`,
+		Example: `  # on the manager's machine
+  fednet login --manager https://10.0.0.1:7443 --token-file /var/lib/fednet/manager/admin.token --ca-fingerprint 3f9c...e1
+
+  # from another machine
+  install -m 600 /dev/null admin.token
+  ssh root@10.0.0.1 cat /var/lib/fednet/manager/admin.token > admin.token
+  fednet login --manager https://10.0.0.1:7443 --token-file admin.token --ca-fingerprint 3f9c...e1
+  rm admin.token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			tok, err := cf.adminToken()
+			if err != nil {
+				return err
+			}
 			c := connection{
 				Manager:       first(cf.manager, os.Getenv(envManager)),
-				Token:         first(cf.token, os.Getenv(envToken)),
+				Token:         tok,
 				CAFingerprint: first(cf.caFingerprint, os.Getenv(envCAFingerprint)),
 			}
 			switch {
 			case c.Manager == "":
 				return errors.New("--manager https://HOST:PORT is required: the manager's URL, as it prints at start")
 			case c.Token == "":
-				return errors.New("--token TOKEN is required: the admin token (the file admin.token in the manager's data directory)")
+				return errors.New("--token-file FILE is required: a file holding the admin token (the manager's DATA_DIR/admin.token; copy it to this machine with mode 0600)")
 			case c.CAFingerprint == "":
 				return errors.New("--ca-fingerprint HEX is required: the SHA-256 of the manager's CA certificate, as it prints at start")
 			}
@@ -594,10 +609,10 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 		return v, func(w io.Writer, now time.Time) {
 			tw := newTable(w)
 			priced := anyPriced(v)
-			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
+			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tTRANSPORT\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
 			for _, l := range v {
 				rtt, loss := probeFigures(l.Probe)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), dash(esc(string(l.Transport))), rtt, loss, ago(l.LastHandshake, now),
 					dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
 			}
 			tw.Flush()
@@ -705,8 +720,10 @@ NETWORK through a neighbor tunnel, with "fednet host join" (docs/neighbors.md).
 A host name that has joined already is refused unless the token was made with
 --replace NAME: then the join replaces that host (for a host that lost its
 identity, say), keeping its tunnel port.`,
-		Example: `  fednet token create --gateway aws-gw
-  ssh aws-gw fednet agent --data-dir /var/lib/fednet --token "$(fednet token create --gateway aws-gw --ttl 10m)"
+		Example: `  fednet token create --gateway aws-gw > aws-gw.token
+  # to the gateway, without the token on any command line:
+  fednet token create --gateway aws-gw --ttl 10m | ssh aws-gw 'umask 077; cat > /root/join.token'
+  ssh aws-gw fednet agent --data-dir /var/lib/fednet/agent --token-file /root/join.token
   fednet token create --site aws-eu --network lan > lan.token   # a host token`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -741,8 +758,8 @@ identity, say), keeping its tunnel port.`,
 					return err
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), tok.Token)
-				fmt.Fprintf(cmd.ErrOrStderr(), "join token %s for gateway %s, valid once until %s; on the gateway run:\n"+
-					"  fednet agent --data-dir /var/lib/fednet --token TOKEN\n",
+				fmt.Fprintf(cmd.ErrOrStderr(), "join token %s for gateway %s, valid once until %s; put it in a file of mode 0600 on the gateway and run:\n"+
+					"  fednet agent --data-dir /var/lib/fednet/agent --token-file FILE\n",
 					tok.ID, tok.Gateway, tok.Expires.Local().Format(time.DateTime))
 				return nil
 			})

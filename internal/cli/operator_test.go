@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -124,7 +125,10 @@ func TestLogin(t *testing.T) {
 		want []string
 	}{
 		{"no manager", []string{"--token", "x", "--ca-fingerprint", m.CAFingerprint()}, []string{"--manager https://HOST:PORT is required"}},
-		{"no token", []string{"--manager", m.URL(), "--ca-fingerprint", m.CAFingerprint()}, []string{"--token TOKEN is required", "admin.token"}},
+		{"no token", []string{"--manager", m.URL(), "--ca-fingerprint", m.CAFingerprint()}, []string{"--token-file FILE is required", "admin.token"}},
+		{"missing token file", []string{"--manager", m.URL(), "--token-file", filepath.Join(t.TempDir(), "none"), "--ca-fingerprint", m.CAFingerprint()}, []string{"reading --token-file"}},
+		{"empty token file", []string{"--manager", m.URL(), "--token-file", emptyFile(t), "--ca-fingerprint", m.CAFingerprint()}, []string{"--token-file", "is empty"}},
+		{"token and token file", []string{"--manager", m.URL(), "--token", "x", "--token-file", emptyFile(t), "--ca-fingerprint", m.CAFingerprint()}, []string{"token", "token-file"}},
 		{"no fingerprint", []string{"--manager", m.URL(), "--token", "x"}, []string{"--ca-fingerprint HEX is required"}},
 		{"wrong token", []string{"--manager", m.URL(), "--token", "nope", "--ca-fingerprint", m.CAFingerprint()},
 			[]string{"manager: 401", "admin token was refused", "fednet login"}},
@@ -146,6 +150,71 @@ func TestLogin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoginTokenFile: login takes the admin token from a file, so that it
+// is never on a command line; so do the other operator commands.
+func TestLoginTokenFile(t *testing.T) {
+	path := isolate(t)
+	m := clienttest.NewReal(t)
+	file := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(file, []byte(m.AdminToken()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runIO(t, "", "login", "--manager", m.URL(), "--token-file", file, "--ca-fingerprint", m.CAFingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := loadConfig(path); err != nil || c.Token != m.AdminToken() {
+		t.Errorf("config %+v (%v): want the file's token", c, err)
+	}
+	os.Remove(path)
+	out := mustRun(t, "get", "revisions", "--manager", m.URL(), "--token-file", file, "--ca-fingerprint", m.CAFingerprint())
+	contains(t, "get revisions --token-file", out, "REVISION")
+}
+
+// TestTokensStayOffCommandLines: no help text, example or page of the docs
+// tells the reader to put a token on a command line (visible to every user
+// in ps): they use --token-file.
+func TestTokensStayOffCommandLines(t *testing.T) {
+	bad := regexp.MustCompile(`--token\s+("?\$\(|TOKEN\b|T\b|fednetjoin|'fednetjoin)`)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for what, text := range map[string]string{"--help": c.Long, "example": c.Example, "usage": c.Use} {
+			for _, line := range strings.Split(text, "\n") {
+				if m := bad.FindString(line); m != "" && !strings.Contains(line, "works too") {
+					t.Errorf("%s %s puts a token on the command line (%q); use --token-file", c.CommandPath(), what, m)
+				}
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRoot())
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(docs, "../../README.md") {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			if m := bad.FindString(line); m != "" && !strings.Contains(line, "works too") {
+				t.Errorf("%s:%d puts a token on the command line (%q); use --token-file", f, i+1, m)
+			}
+		}
+	}
+}
+
+func emptyFile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func TestConnectionPrecedence(t *testing.T) {
@@ -294,7 +363,7 @@ func TestTokens(t *testing.T) {
 	if jt.Manager != m.URL() || jt.CAFingerprint != m.CAFingerprint() {
 		t.Errorf("token %+v", jt)
 	}
-	contains(t, "stderr hint", stderr, jt.ID, "aws-gw", "fednet agent --data-dir")
+	contains(t, "stderr hint", stderr, jt.ID, "aws-gw", "fednet agent --data-dir /var/lib/fednet/agent --token-file FILE")
 
 	list := mustRun(t, "token", "list")
 	contains(t, "token list", list, "ID", jt.ID, "aws-gw", "valid")

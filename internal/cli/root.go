@@ -35,6 +35,23 @@ func Main(args []string) int {
 	return 0
 }
 
+// onStop runs f once ctx ends (the daemons: SIGINT or SIGTERM, see Main).
+// The returned function, for the command to defer, cancels f if ctx has not
+// ended, else waits for f to finish, so that its line is out before the
+// process exits.
+func onStop(ctx context.Context, f func()) (done func()) {
+	finished := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(finished)
+		f()
+	})
+	return func() {
+		if !stop() {
+			<-finished
+		}
+	}
+}
+
 // exitError carries a specific exit status; its message is already printed.
 type exitError int
 

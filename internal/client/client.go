@@ -31,6 +31,12 @@ import (
 	"github.com/fednet/fednet/internal/spec"
 )
 
+// ErrUndecodable is wrapped by the error of a call whose success answer
+// this client cannot decode: a plan of a newer format than it reads, or
+// fields it does not know. It tells such an answer from a manager out of
+// reach (errors.Is).
+var ErrUndecodable = errors.New("decoding the answer of the manager")
+
 // DefaultTimeout bounds one request (for a plan watch: on top of the
 // watch's own timeout) when Config.Timeout is zero.
 const DefaultTimeout = 15 * time.Second
@@ -371,7 +377,7 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent && len(bytes.TrimSpace(data)) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decoding the answer of the manager at %s to %s %s: %w", c.base, r.method, r.path, err)
+			return resp.StatusCode, fmt.Errorf("%w at %s to %s %s: %w", ErrUndecodable, c.base, r.method, r.path, err)
 		}
 	}
 	return resp.StatusCode, nil

@@ -85,3 +85,19 @@ func status(p plan.Gateway, reg registry, now time.Time, read func(plan.Tunnel) 
 	slices.SortStableFunc(out, func(a, b LinkState) int { return order[a.Peer] - order[b.Peer] })
 	return out, errors.Join(errs...)
 }
+
+// Supervised is implemented by a Dataplane whose tunnels can die on their
+// own and be repaired by their drivers outside Apply: the Linux data
+// plane, where a userspace WireGuard process that dies is replaced at once
+// with its configuration. OnEvent(f) turns that supervision on and sets
+// the one function that hears of each event; OnEvent(nil) turns it off
+// (a dead device is then left for Apply to recreate). f runs on a
+// driver's goroutine and must not block. After an event that is not
+// Restored only Apply brings the tunnel back; after a Restored one, Apply
+// finds nothing to change.
+type Supervised interface {
+	OnEvent(f func(TunnelEvent))
+}
+
+// TunnelEvent is a tunnel's event outside Apply (see Supervised).
+type TunnelEvent = tunnel.Event

@@ -143,6 +143,16 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 	return changes, errors.Join(errs...)
 }
 
+// OnEvent implements Supervised: every driver that supervises its tunnels
+// gets f.
+func (d *linuxDataplane) OnEvent(f func(TunnelEvent)) {
+	for _, m := range d.machines {
+		if s, ok := m.(tunnel.Supervisor); ok {
+			s.OnEvent(f)
+		}
+	}
+}
+
 // Down implements Dataplane. It leaves IPv4 forwarding as it is: other
 // software on the machine may rely on it.
 func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, error) {

@@ -345,6 +345,10 @@ func TestLinuxFirewall(t *testing.T) {
 	mixed.MSS = 0
 	mixed.Neighbors = []plan.NeighborRule{{Address: netip.MustParseAddr("10.1.0.10"), Port: 4790}, {Address: netip.MustParseAddr("fd00:1::10"), Port: 4791}}
 	mixed.TunnelPorts = []int{4789, 5790}
+	mixed.Admit = []plan.Admission{
+		{Protocol: backend.TCP, Port: 22, Sources: pfx("203.0.113.64/26", "0.0.0.0/0", "2001:db8::/29")},
+		{Protocol: backend.UDP, Port: 161, Sources: pfx("192.0.2.7/32")},
+	}
 	for _, fw := range []plan.Firewall{planA().Firewall, planB().Firewall, planC().Firewall, mixed} {
 		rs := buildRuleset(fw)
 		fp := rs.fingerprint()

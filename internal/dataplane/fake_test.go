@@ -328,6 +328,13 @@ func TestValidatePlan(t *testing.T) {
 		{"flow", func(p *plan.Gateway) {
 			p.Firewall.Flows = append(p.Firewall.Flows, plan.Flow{Network: "x", Source: netip.MustParsePrefix("10.0.0.0/8"), Destination: netip.MustParsePrefix("fd00::/8")})
 		}, "mixes IPv4 and IPv6"},
+		{"admit protocol", func(p *plan.Gateway) {
+			p.Firewall.Admit = []plan.Admission{{Protocol: backend.ESP, Port: 22, Sources: pfx("192.0.2.0/24")}}
+		}, "admit: protocol esp is not one fednet admits (tcp, udp)"},
+		{"admit port", func(p *plan.Gateway) {
+			p.Firewall.Admit = []plan.Admission{{Protocol: backend.TCP, Sources: pfx("192.0.2.0/24")}}
+		}, "admit: tcp port 0 is out of range 1-65535"},
+		{"admit sources", func(p *plan.Gateway) { p.Firewall.Admit = []plan.Admission{{Protocol: backend.TCP, Port: 22}} }, "admit: tcp port 22 has no source prefix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := planA()
@@ -359,6 +366,10 @@ func TestRenderFirewall(t *testing.T) {
 	p.Firewall.MSS = 0
 	p.Firewall.Neighbors = []plan.NeighborRule{{Address: netip.MustParseAddr("10.1.0.10"), Port: 4790}, {Address: netip.MustParseAddr("fd00:1::10"), Port: 4791}}
 	p.Firewall.TunnelPorts = []int{4789, 5790}
+	p.Firewall.Admit = []plan.Admission{
+		{Protocol: backend.TCP, Port: 22, Sources: pfx("203.0.113.64/26", "2001:db8::/32")},
+		{Protocol: backend.UDP, Port: 161, Sources: pfx("0.0.0.0/0")},
+	}
 	text, err := RenderFirewall(p.Firewall)
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 //	  iifname != "<Tunnel>" ip saddr <host> udp dport <port> accept   per neighbor tunnel
 //	  udp dport <port> drop                                           (same)
 //	  udp dport <port> accept   per Public port (tcp dport <port>; meta l4proto esp)
+//	  ip saddr <source> tcp dport <port> accept   per Admit source (udp alike)
 //	  iifname "<Tunnel>" ip saddr <Transit> accept        other gateways
 //	  iifname != "<Tunnel>" ip saddr <Local> fib saddr . iif oif exists accept
 //	  icmp type echo-request limit rate 10/second accept
@@ -247,6 +248,14 @@ func buildRuleset(fw plan.Firewall) ruleset {
 	for _, p := range fw.Public {
 		add(&input, "accept", publicMatch(p))
 	}
+	// What the spec admits to the gateway itself besides the tunnel (SSH
+	// from the operators' network): after the VXLAN and neighbor drops,
+	// so it cannot open those ports.
+	for _, a := range fw.Admit {
+		for _, src := range canonicalPrefixes(a.Sources) {
+			add(&input, "accept", addr{prefix: src}, publicMatch(backend.Port{Protocol: a.Protocol, Port: a.Port}))
+		}
+	}
 	if fw.Transit.IsValid() {
 		perTunnel(&input, "accept", false, addr{prefix: fw.Transit.Masked()})
 	}
@@ -437,6 +446,21 @@ func validateFirewall(fw plan.Firewall) error {
 			errs = append(errs, fmt.Sprintf("neighbor %s: port %d is used twice", n.Address, n.Port))
 		}
 		ports[n.Port] = true
+	}
+	for _, a := range fw.Admit {
+		switch {
+		case a.Protocol != backend.TCP && a.Protocol != backend.UDP:
+			errs = append(errs, fmt.Sprintf("admit: protocol %s is not one fednet admits (tcp, udp)", a.Protocol))
+		case a.Port < 1 || a.Port > 65535:
+			errs = append(errs, fmt.Sprintf("admit: %s port %d is out of range 1-65535", a.Protocol, a.Port))
+		case len(a.Sources) == 0:
+			errs = append(errs, fmt.Sprintf("admit: %s port %d has no source prefix", a.Protocol, a.Port))
+		}
+		for _, p := range a.Sources {
+			if !p.IsValid() {
+				errs = append(errs, fmt.Sprintf("admit: %s port %d has an invalid source prefix", a.Protocol, a.Port))
+			}
+		}
 	}
 	for _, f := range fw.Flows {
 		if !f.Source.IsValid() || !f.Destination.IsValid() {

@@ -2,12 +2,12 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -221,9 +221,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	step := func(format string, args ...any) {
-		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-	}
+	step := stepper(out, start)
 	if cfg.Sites == 0 {
 		cfg.Sites = 3
 	}
@@ -236,12 +234,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.ConvergeTimeout == 0 {
 		cfg.ConvergeTimeout = 30 * time.Second
 	}
-	if cfg.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the fednet executable: %w", err)
-		}
-		cfg.Binary = exe
+	var err error
+	if cfg.Binary, err = binaryOr(cfg.Binary); err != nil {
+		return nil, err
 	}
 	specYAML := cfg.SpecYAML
 	if specYAML == "" {
@@ -299,15 +294,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, s := range l.Sites() {
 		r.Hosts += len(l.Hosts(s))
 	}
-	check := func(name string, ok bool, format string, args ...any) {
-		c := Check{Name: name, Passed: ok, Detail: fmt.Sprintf(format, args...)}
-		r.Checks = append(r.Checks, c)
-		mark := "ok  "
-		if !ok {
-			mark = "FAIL"
-		}
-		step("%s %s: %s", mark, name, c.Detail)
-	}
+	check := checker(&r.Checks, step)
 	fmt.Fprintf(out, "\nAddress plan:\n%s\n", r.AddressPlan)
 
 	sites := l.Sites()
@@ -515,28 +502,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // WireGuardKind tells whether a gateway runs kernel or userspace WireGuard:
-// "kernel", "userspace (wireguard-go)" or "unknown".
+// "kernel", "userspace (wireguard-go)" or "unknown". It reads the link's
+// kind, not its text: fednet's mark (the interface alias) names the backend
+// on either kind.
 func WireGuardKind(ctx context.Context, gw *lab.Node) string {
-	out, err := gw.Run(ctx, "ip", "-d", "link", "show", "dev", spec.DefaultInterface)
+	out, err := gw.Run(ctx, "ip", "-d", "-j", "link", "show", "dev", spec.DefaultInterface)
 	if err != nil {
 		return "unknown"
 	}
-	return linkKind(out)
-}
-
-// linkKind reads the kind of WireGuard from `ip -d link show` output: the
-// link kind opens the detail line after "link/...", "wireguard" or "tun".
-// Not a search of the whole output: the alias fednet sets names the
-// backend ("wireguard") on userspace devices too.
-func linkKind(ipOutput string) string {
-	for _, line := range strings.Split(ipOutput, "\n") {
-		switch f := strings.Fields(line); {
-		case len(f) == 0:
-		case f[0] == "wireguard":
-			return "kernel"
-		case f[0] == "tun":
-			return "userspace (wireguard-go)"
-		}
+	var links []struct {
+		LinkInfo struct {
+			Kind string `json:"info_kind"`
+		} `json:"linkinfo"`
+	}
+	if json.Unmarshal([]byte(out), &links) != nil || len(links) != 1 {
+		return "unknown"
+	}
+	switch links[0].LinkInfo.Kind {
+	case "wireguard":
+		return "kernel"
+	case "tun":
+		return "userspace (wireguard-go)"
 	}
 	return "unknown"
 }

@@ -84,6 +84,15 @@ func runDemo(t *testing.T, name string, static bool) *demo.Report {
 	if r.MTURouted == 0 || r.MTUBridged != r.MTURouted-50 {
 		t.Errorf("MTU routed %d, bridged %d; want bridged = routed - 50", r.MTURouted, r.MTUBridged)
 	}
+	// The kind comes from the link, not from its alias (fednet's mark names
+	// the backend on either kind).
+	want := "userspace (wireguard-go)"
+	if _, err := os.Stat("/sys/module/wireguard"); err == nil {
+		want = "kernel"
+	}
+	if r.WireGuard != want {
+		t.Errorf("wireguard %q, want %q", r.WireGuard, want)
+	}
 	if r.PlaintextPackets != 0 || r.NonWireGuardPackets != 0 || r.WireGuardPackets == 0 {
 		t.Errorf("wire: %d plaintext, %d non-WireGuard, %d WireGuard packets", r.PlaintextPackets, r.NonWireGuardPackets, r.WireGuardPackets)
 	}

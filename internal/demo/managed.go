@@ -154,6 +154,14 @@ func (m *Managed) Dialer() func(ctx context.Context, network, addr string) (net.
 	return node.DialContext
 }
 
+// ManagerProcess is the current manager process (its log, its exit), or
+// nil.
+func (m *Managed) ManagerProcess() *lab.Process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.manager
+}
+
 // StopManager ends the manager process.
 func (m *Managed) StopManager(ctx context.Context) error {
 	m.mu.Lock()
@@ -180,7 +188,13 @@ func (m *Managed) Enroll(ctx context.Context, gateway string) error {
 	if err != nil {
 		return fmt.Errorf("join token for %s: %w", gateway, err)
 	}
-	return m.startAgent(node, "--token", tok.Token)
+	// As an operator should: the token in a file only root reads, not on
+	// the command line.
+	file := filepath.Join(node.Dir, "join.token")
+	if err := os.WriteFile(file, []byte(tok.Token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("join token for %s: %w", gateway, err)
+	}
+	return m.startAgent(node, "--token-file", file)
 }
 
 // StartAgent starts a gateway's agent again on its data directory (it

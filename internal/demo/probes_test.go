@@ -3,7 +3,6 @@ package demo_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/demo"
-	"github.com/fednet/fednet/internal/lab"
 )
 
 // linksWhere returns an error naming the first link of the manager's
@@ -140,17 +138,8 @@ func TestLinkProbes(t *testing.T) {
 }
 
 // operator runs a fednet operator command in the manager's node, with the
-// admin token and the CA fingerprint on the command line.
+// admin token's file (--token-file) and the CA fingerprint.
 func operator(ctx context.Context, m *demo.Managed, args ...string) (string, error) {
-	token, err := readAdminToken(m.Lab)
-	if err != nil {
-		return "", err
-	}
-	args = append(args, "--manager", m.URL(), "--token", token, "--ca-fingerprint", m.CAFingerprint())
+	args = append(args, "--manager", m.URL(), "--token-file", filepath.Join(m.Lab.Manager.Dir, "admin.token"), "--ca-fingerprint", m.CAFingerprint())
 	return m.Lab.Manager.Run(ctx, m.Binary, args...)
-}
-
-func readAdminToken(l *lab.Lab) (string, error) {
-	b, err := os.ReadFile(filepath.Join(l.Manager.Dir, "admin.token"))
-	return strings.TrimSpace(string(b)), err
 }

@@ -71,53 +71,14 @@ func isGatewayAddr(a netip.Addr) bool {
 // Control instead of Gateway.
 func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...netip.Addr) (WireReport, error) {
 	var r WireReport
-	src, link, closeFn, err := openPcap(pcapPath)
-	if err != nil {
-		return r, err
-	}
-	defer closeFn()
 	overlay = overlay.Masked()
 	var (
-		eth layers.Ethernet
-		sll layers.LinuxSLL
 		ip4 layers.IPv4
 		ip6 layers.IPv6
 		udp layers.UDP
 	)
 	df := gopacket.NilDecodeFeedback
-	for {
-		data, _, err := src.ReadPacketData()
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break
-		}
-		if err != nil {
-			return r, fmt.Errorf("reading capture %s after %d IP packets: %w", pcapPath, r.Packets, err)
-		}
-		// Find the IP header.
-		var etype layers.EthernetType
-		payload := data
-		switch link {
-		case layers.LinkTypeEthernet:
-			if eth.DecodeFromBytes(data, df) != nil {
-				continue
-			}
-			etype, payload = eth.EthernetType, eth.Payload
-		case layers.LinkTypeLinuxSLL:
-			if sll.DecodeFromBytes(data, df) != nil {
-				continue
-			}
-			etype, payload = sll.EthernetType, sll.Payload
-		default:
-			if len(data) == 0 {
-				continue
-			}
-			switch data[0] >> 4 {
-			case 4:
-				etype = layers.EthernetTypeIPv4
-			case 6:
-				etype = layers.EthernetTypeIPv6
-			}
-		}
+	err := eachIP(pcapPath, func(etype layers.EthernetType, payload []byte) {
 		var src, dst netip.Addr
 		var proto layers.IPProtocol
 		var l4 []byte
@@ -127,7 +88,7 @@ func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...n
 			r.Packets++
 			if ip4.DecodeFromBytes(payload, df) != nil {
 				r.Undecodable++
-				continue
+				return
 			}
 			src, _ = netip.AddrFromSlice(ip4.SrcIP.To4())
 			dst, _ = netip.AddrFromSlice(ip4.DstIP.To4())
@@ -137,13 +98,13 @@ func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...n
 			r.Packets++
 			if ip6.DecodeFromBytes(payload, df) != nil {
 				r.Undecodable++
-				continue
+				return
 			}
 			src, _ = netip.AddrFromSlice(ip6.SrcIP)
 			dst, _ = netip.AddrFromSlice(ip6.DstIP)
 			proto, l4 = ip6.NextHeader, ip6.Payload
 		default:
-			continue
+			return
 		}
 		src, dst = src.Unmap(), dst.Unmap()
 		desc := fmt.Sprintf("%v %s > %s", proto, src, dst)
@@ -153,10 +114,10 @@ func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...n
 		}
 		if slices.Contains(control, src) || slices.Contains(control, dst) {
 			r.Control++
-			continue
+			return
 		}
 		if !isGatewayAddr(src) || !isGatewayAddr(dst) {
-			continue
+			return
 		}
 		r.Gateway++
 		wg := false
@@ -169,8 +130,8 @@ func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...n
 			r.NonWireGuard++
 			r.NonWireGuardSamples = sample(r.NonWireGuardSamples, desc)
 		}
-	}
-	return r, nil
+	})
+	return r, err
 }
 
 // packetSource is a pcap or pcapng reader.
@@ -275,4 +236,61 @@ func sample(list []string, s string) []string {
 		list = append(list, s)
 	}
 	return list
+}
+
+// ipOf finds the IP header in a captured frame of link type link, decoding
+// into eth or sll; ok is false for a frame that does not parse.
+func ipOf(link layers.LinkType, data []byte, eth *layers.Ethernet, sll *layers.LinuxSLL) (etype layers.EthernetType, payload []byte, ok bool) {
+	df := gopacket.NilDecodeFeedback
+	switch link {
+	case layers.LinkTypeEthernet:
+		if eth.DecodeFromBytes(data, df) != nil {
+			return 0, nil, false
+		}
+		return eth.EthernetType, eth.Payload, true
+	case layers.LinkTypeLinuxSLL:
+		if sll.DecodeFromBytes(data, df) != nil {
+			return 0, nil, false
+		}
+		return sll.EthernetType, sll.Payload, true
+	}
+	if len(data) == 0 {
+		return 0, nil, false
+	}
+	switch data[0] >> 4 {
+	case 4:
+		etype = layers.EthernetTypeIPv4
+	case 6:
+		etype = layers.EthernetTypeIPv6
+	}
+	return etype, data, true
+}
+
+// eachIP calls fn with the ethertype and the bytes from the IP header on of
+// every frame of the capture that parses (Ethernet, Linux cooked or raw
+// IP). A capture cut short in its last frame is read up to that frame.
+func eachIP(pcapPath string, fn func(etype layers.EthernetType, ip []byte)) error {
+	src, link, closeFn, err := openPcap(pcapPath)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	var (
+		eth   layers.Ethernet
+		sll   layers.LinuxSLL
+		count int
+	)
+	for {
+		data, _, err := src.ReadPacketData()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading capture %s after %d frames: %w", pcapPath, count, err)
+		}
+		count++
+		if etype, payload, ok := ipOf(link, data, &eth, &sll); ok {
+			fn(etype, payload)
+		}
+	}
 }

@@ -26,6 +26,8 @@ type frame struct {
 	sport, dport      int
 	fragOffset        uint16
 	arp, ipv6, nolink bool
+	// payload follows a TCP header.
+	payload []byte
 }
 
 // serialize builds the packet bytes, with an Ethernet header unless
@@ -71,6 +73,10 @@ func (f frame) serialize(t *testing.T) []byte {
 				t.Fatal(err)
 			}
 			ls = append(ls, tc)
+			if f.payload != nil {
+				tc.SYN, tc.ACK = false, true
+				ls = append(ls, gopacket.Payload(f.payload))
+			}
 		default:
 			ls = append(ls, &layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0), Id: 1, Seq: 1},
 				gopacket.Payload(make([]byte, 56)))

@@ -26,7 +26,7 @@ import (
 // and what is wrong.
 func OpenStore(ctx context.Context, dataDir string, reinitialize bool) (store.Store, error) {
 	if dataDir == "" {
-		return nil, errors.New("DataDir (--data-dir) is required: a directory for the manager's database, CA and admin token")
+		return nil, errors.New("--data-dir is required: a directory for the manager's database, CA and admin token")
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data directory (--data-dir): %w", err)

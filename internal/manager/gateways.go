@@ -437,7 +437,11 @@ func (m *Manager) getSites(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st := m.snapshot()
+	return writeJSON(w, http.StatusOK, siteModels(m.snapshot()))
+}
+
+// siteModels are the read models of the spec's sites, in spec order.
+func siteModels(st *state) []api.Site {
 	out := []api.Site{}
 	if st.fed != nil {
 		for _, s := range st.fed.Sites {
@@ -448,21 +452,25 @@ func (m *Manager) getSites(w http.ResponseWriter, r *http.Request) error {
 			out = append(out, site)
 		}
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func (m *Manager) getNetworks(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st := m.snapshot()
+	return writeJSON(w, http.StatusOK, networkModels(m.snapshot()))
+}
+
+// networkModels are the read models of the spec's networks, in spec order.
+func networkModels(st *state) []api.Network {
 	out := []api.Network{}
 	if st.fed != nil {
 		for _, n := range st.fed.Networks {
 			out = append(out, api.Network{Name: n.Name, ID: n.ID, Mode: string(n.Mode), Sites: append([]string{}, n.Sites...)})
 		}
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 // links are the links of the spec's gateways as their last reports say,
@@ -497,7 +505,8 @@ func links(st *state, reps map[string]report, now time.Time) []api.Link {
 			}
 			out = append(out, api.Link{
 				From: name, To: l.Peer,
-				Up:       established && (l.Probe == nil || l.Probe.Up),
+				Up:      established && (l.Probe == nil || l.Probe.Up),
+				Backend: l.Backend, Transport: l.Transport,
 				Endpoint: l.Endpoint, LastHandshake: hs,
 				RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 				Probe: l.Probe, AvailableBandwidth: l.AvailableBandwidth,

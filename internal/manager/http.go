@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/console"
 )
 
 // apiError is an error with the HTTP status and body to answer it with.
@@ -130,7 +131,14 @@ func (m *Manager) Handler() http.Handler {
 			m.answerError(w, r, fail(http.StatusMethodNotAllowed, "", "method %s is not allowed on %s; use %s", r.Method, p, strings.Join(allowed, " or ")))
 		}))
 	}
+	// The web console (docs/console.md) has its own login and answers;
+	// a browser pointed at the manager's root finds it.
+	mux.Handle(console.Prefix, m.console.Handler())
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && (r.Method == "GET" || r.Method == "HEAD") && strings.Contains(r.Header.Get("Accept"), "text/html") {
+			http.Redirect(w, r, console.Prefix, http.StatusFound)
+			return
+		}
 		m.answerError(w, r, fail(http.StatusNotFound, "", "no such endpoint %s; the API is described at %s", r.URL.Path, api.PathOpenAPI))
 	}))
 	return mux

@@ -62,19 +62,19 @@ const (
 func (l Limits) withDefaults() (Limits, error) {
 	switch {
 	case l.MaxConnections < 0:
-		return l, fmt.Errorf("Limits.MaxConnections (--max-connections) %d: want 1 or more", l.MaxConnections)
+		return l, fmt.Errorf("--max-connections %d: want 1 or more", l.MaxConnections)
 	case l.IdleTimeout < 0:
-		return l, fmt.Errorf("Limits.IdleTimeout (--idle-timeout) %v: want a positive duration", l.IdleTimeout)
+		return l, fmt.Errorf("--idle-timeout %v: want a positive duration", l.IdleTimeout)
 	case l.BodyTimeout < 0:
-		return l, fmt.Errorf("Limits.BodyTimeout (--body-timeout) %v: want a positive duration", l.BodyTimeout)
+		return l, fmt.Errorf("--body-timeout %v: want a positive duration", l.BodyTimeout)
 	case l.WatchesPerCredential < 0:
-		return l, fmt.Errorf("Limits.WatchesPerCredential (--max-watches-per-credential) %d: want 1 or more", l.WatchesPerCredential)
+		return l, fmt.Errorf("--max-watches-per-credential %d: want 1 or more", l.WatchesPerCredential)
 	case l.AuthFailuresPerSecond < 0:
-		return l, fmt.Errorf("Limits.AuthFailuresPerSecond (--auth-failures-per-second) %v: want more than 0", l.AuthFailuresPerSecond)
+		return l, fmt.Errorf("--auth-failures-per-second %v: want more than 0", l.AuthFailuresPerSecond)
 	case l.AuthFailureBurst < 0:
-		return l, fmt.Errorf("Limits.AuthFailureBurst (--auth-failure-burst) %d: want 1 or more", l.AuthFailureBurst)
+		return l, fmt.Errorf("--auth-failure-burst %d: want 1 or more", l.AuthFailureBurst)
 	case l.AuthLogInterval < 0:
-		return l, fmt.Errorf("Limits.AuthLogInterval (--auth-log-interval) %v: want a positive duration", l.AuthLogInterval)
+		return l, fmt.Errorf("--auth-log-interval %v: want a positive duration", l.AuthLogInterval)
 	}
 	l.MaxConnections = cmp.Or(l.MaxConnections, DefaultMaxConnections)
 	l.IdleTimeout = cmp.Or(l.IdleTimeout, DefaultIdleTimeout)

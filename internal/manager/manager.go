@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/console"
 	"github.com/fednet/fednet/internal/manager/store"
 )
 
@@ -114,6 +115,8 @@ type Manager struct {
 
 	relay relay // measurement requests on their way to agents
 
+	console *console.Console // the web console, served under console.Prefix
+
 	stop context.CancelFunc // ends the background goroutines
 	bg   sync.WaitGroup     // the background goroutines
 	once sync.Once          // Close
@@ -122,10 +125,10 @@ type Manager struct {
 // New opens (or creates) the manager's data directory (CA, server
 // certificate and admin token), loads the state from cfg.Store and starts
 // following it. It does not listen; call Serve or ListenAndServe. Errors
-// name the Config field (and the fednet manager flag) at fault.
+// name the fednet manager flag at fault (the Config field of that name).
 func New(cfg Config) (*Manager, error) {
 	if cfg.DataDir == "" {
-		return nil, errors.New("DataDir (--data-dir) is required: a directory for the manager's database, CA and admin token")
+		return nil, errors.New("--data-dir is required: a directory for the manager's database, CA and admin token")
 	}
 	if cfg.Store == nil {
 		return nil, errors.New("Store is required: open the manager's store first (OpenStore opens the SQLite database in the data directory)")
@@ -166,6 +169,9 @@ func New(cfg Config) (*Manager, error) {
 	if err := m.load(context.Background()); err != nil {
 		return nil, err
 	}
+	if m.console, err = newConsole(m); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
 	m.bg.Go(func() { m.follow(ctx) })
@@ -177,6 +183,7 @@ func New(cfg Config) (*Manager, error) {
 // close the store (its opener does). Close is safe to call more than once.
 func (m *Manager) Close() error {
 	m.once.Do(func() {
+		m.console.Close()
 		m.stop()
 		m.bg.Wait()
 	})
@@ -204,10 +211,10 @@ func (m *Manager) AdminTokenPath() string { return filepath.Join(m.cfg.DataDir, 
 func names(listen, advertise string, extra []string) (string, []string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		return "", nil, fmt.Errorf("Listen (--listen) %q: want HOST:PORT or :PORT, e.g. %s: %w", listen, DefaultListen, err)
+		return "", nil, fmt.Errorf("--listen %q: want HOST:PORT or :PORT, e.g. %s: %w", listen, DefaultListen, err)
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil {
-		return "", nil, fmt.Errorf("Listen (--listen) %q: bad port: %w", listen, err)
+		return "", nil, fmt.Errorf("--listen %q: bad port: %w", listen, err)
 	}
 	wildcard := host == ""
 	if a, err := netip.ParseAddr(host); err == nil && a.IsUnspecified() {
@@ -220,7 +227,7 @@ func names(listen, advertise string, extra []string) (string, []string, error) {
 			return "", nil, err
 		}
 	case wildcard || port == "0":
-		return "", nil, fmt.Errorf("Advertise (--advertise) is required when the manager listens on %q: give the https URL agents reach it at, e.g. --advertise https://203.0.113.5:%s, or listen on one address (--listen 203.0.113.5:%[2]s)", listen, port)
+		return "", nil, fmt.Errorf("--advertise is required when the manager listens on %q: give the https URL agents reach it at, e.g. --advertise https://203.0.113.5:%s, or listen on one address (--listen 203.0.113.5:%[2]s)", listen, port)
 	default:
 		u = &url.URL{Scheme: "https", Host: net.JoinHostPort(host, port)}
 	}
@@ -230,12 +237,12 @@ func names(listen, advertise string, extra []string) (string, []string, error) {
 	}
 	for _, s := range extra {
 		if strings.TrimSpace(s) == "" {
-			return "", nil, errors.New("SANs (--san): an empty name; give a DNS name or IP address")
+			return "", nil, errors.New("--san: an empty name; give a DNS name or IP address")
 		}
 	}
 	sans, err := normalizeSANs(append(all, extra...))
 	if err != nil {
-		return "", nil, fmt.Errorf("SANs (--san, --advertise, --listen): %w", err)
+		return "", nil, fmt.Errorf("the certificate's names (--san, --advertise, --listen): %w", err)
 	}
 	return u.String(), sans, nil
 }
@@ -249,23 +256,23 @@ func parseAdvertise(s, listenPort string) (*url.URL, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("Advertise (--advertise) %q is not a URL: %w; want https://HOST:PORT", s, err)
+		return nil, fmt.Errorf("--advertise %q is not a URL: %w; want https://HOST:PORT", s, err)
 	}
 	if u.Scheme != "https" {
-		return nil, fmt.Errorf("Advertise (--advertise) %q: the manager serves https only; want https://HOST:PORT", s)
+		return nil, fmt.Errorf("--advertise %q: the manager serves https only; want https://HOST:PORT", s)
 	}
 	if u.Hostname() == "" || u.User != nil || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("Advertise (--advertise) %q: want https://HOST:PORT with no user, path or query", s)
+		return nil, fmt.Errorf("--advertise %q: want https://HOST:PORT with no user, path or query", s)
 	}
 	port := u.Port()
 	if port == "" {
 		if listenPort == "0" {
-			return nil, fmt.Errorf("Advertise (--advertise) %q has no port and --listen's port is 0; want https://HOST:PORT", s)
+			return nil, fmt.Errorf("--advertise %q has no port and --listen's port is 0; want https://HOST:PORT", s)
 		}
 		port = listenPort
 	}
 	if a, err := netip.ParseAddr(u.Hostname()); err == nil && a.IsUnspecified() {
-		return nil, fmt.Errorf("Advertise (--advertise) %q: %s is not an address agents can reach; give the manager's reachable address or name", s, a)
+		return nil, fmt.Errorf("--advertise %q: %s is not an address agents can reach; give the manager's reachable address or name", s, a)
 	}
 	return &url.URL{Scheme: "https", Host: net.JoinHostPort(u.Hostname(), port)}, nil
 }

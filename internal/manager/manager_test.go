@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -113,9 +114,18 @@ func TestConfigErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not name %q", err, tt.want)
 			}
+			// Operators see these errors: they name the flag, not the Go
+			// field behind it.
+			if f := goField.FindString(err.Error()); f != "" {
+				t.Errorf("error %q names the Go field %q; name the flag only", err, f)
+			}
 		})
 	}
 }
+
+// goField matches a Config field name the way errors once named them,
+// "Advertise (--advertise)".
+var goField = regexp.MustCompile(`\b(DataDir|Listen|Advertise|SANs|Limits\.[A-Za-z]+) \(--`)
 
 func TestAdvertise(t *testing.T) {
 	tests := []struct{ listen, advertise, want string }{

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -74,6 +75,9 @@ func checkReport(rep *api.StatusReport, st *state, name string, now time.Time) e
 // checkLink checks one link's figures; bad makes the error for a field of
 // the link.
 func checkLink(l api.LinkStatus, now time.Time, bad func(field, format string, args ...any) error) error {
+	if l.Transport != "" && !l.Transport.Valid() {
+		return bad("transport", "%q is not a transport; want %s or %s", l.Transport, backend.TransportUDP, backend.TransportTCP443)
+	}
 	if l.Endpoint != "" {
 		if len(l.Endpoint) > maxEndpoint {
 			return bad("endpoint", "%d bytes; at most %d", len(l.Endpoint), maxEndpoint)

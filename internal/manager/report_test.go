@@ -51,6 +51,7 @@ func TestReportValidation(t *testing.T) {
 		{"2,000 unknown peers", many, nil, "links[0].peer"},
 		{"negative rx", []api.LinkStatus{link(func(l *api.LinkStatus) { l.RxBytes = -1 })}, nil, "links[0].rxBytes"},
 		{"negative tx", []api.LinkStatus{link(func(l *api.LinkStatus) { l.TxBytes = -5 })}, nil, "links[0].txBytes"},
+		{"unknown transport", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Transport = "carrier-pigeon" })}, nil, "links[0].transport"},
 		{"loss above 1", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Probe.Loss = 1e300 })}, nil, "links[0].probe.loss"},
 		{"negative recent loss", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Probe.RecentLoss = -0.5 })}, nil, "links[0].probe.recentLoss"},
 		{"lost above sent", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Probe.Lost = 61 })}, nil, "links[0].probe.lost"},

@@ -213,6 +213,15 @@ func (m *Manager) postEnroll(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	m.cfg.Logf("gateway %s enrolled from %s with token %s; plans changed for %v", g.Name, observed, tok.ID, res.affected)
+	if st := m.snapshot(); g.Endpoint != "" && st.fed != nil {
+		if sg, _, ok := st.fed.Gateway(g.Name); ok && sg.Endpoint != g.Endpoint {
+			want := sg.Endpoint
+			if want == "" {
+				want = "none (behindNAT)"
+			}
+			m.cfg.Logf("warning: gateway %s announced the endpoint %s (fednet agent --endpoint) but the spec's is %s; plans use the spec's: change gateways[].endpoint to move it", g.Name, g.Endpoint, want)
+		}
+	}
 	return writeJSON(w, http.StatusOK, api.EnrollResponse{Gateway: g.Name, Credential: cred, ObservedAddress: observed, RotateKey: g.RotateRequested})
 }
 

@@ -34,6 +34,7 @@ type Agent struct {
 	rtt         *prometheus.HistogramVec
 	probes      *prometheus.CounterVec
 	applyErrors *prometheus.CounterVec
+	restarts    *prometheus.CounterVec
 
 	mu          sync.Mutex
 	gateway     string             // guarded by mu
@@ -65,11 +66,15 @@ func NewAgent() *Agent {
 			Name: "fednet_apply_errors_total",
 			Help: "Plan applies that failed (each apply, resync included, that returned an error).",
 		}, gatewayLabels),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fednet_dataplane_restarts_total",
+			Help: "Tunnel devices that died outside an apply (a userspace WireGuard process), by result: restored (replaced with its configuration by the driver) or lost (made anew by the next apply).",
+		}, append(append([]string{}, gatewayLabels...), "result")),
 		peerSite: map[string]string{},
 		abw:      map[string]float64{},
 		now:      time.Now,
 	}
-	a.reg = newRegistry(a.rtt, a.probes, a.applyErrors, agentCollector{a})
+	a.reg = newRegistry(a.rtt, a.probes, a.applyErrors, a.restarts, agentCollector{a})
 	return a
 }
 
@@ -138,6 +143,22 @@ func (a *Agent) ApplyFailed() {
 	a.applyErrors.WithLabelValues(gw, site).Inc()
 }
 
+// DataplaneRestarted counts a tunnel device that died outside an apply:
+// restored by its driver, or lost (the next apply makes it anew).
+func (a *Agent) DataplaneRestarted(restored bool) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	gw, site := a.gateway, a.site
+	a.mu.Unlock()
+	result := "lost"
+	if restored {
+		result = "restored"
+	}
+	a.restarts.WithLabelValues(gw, site, result).Inc()
+}
+
 // SetAvailableBandwidth sets the available-bandwidth estimate of the link
 // to peer, in bits per second: the hook of the scheduled bandwidth
 // estimator. It is exported in bytes per second (Prometheus's base unit)
@@ -177,7 +198,7 @@ func (a *Agent) linkLabelValues(peer string) []string {
 type agentCollector struct{ a *Agent }
 
 func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLinkUp, descLoss, descJitter, descHandshakeAge, descRx, descTx, descABW, descRevision} {
+	for _, d := range []*prometheus.Desc{descLinkUp, descLoss, descJitter, descHandshakeAge, descRx, descTx, descABW, descRevision, descTransport} {
 		ch <- d
 	}
 }
@@ -206,6 +227,9 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		})
 		if v, ok := a.AvailableBandwidth(l.Peer); ok {
 			ch <- prometheus.MustNewConstMetric(descABW, prometheus.GaugeValue, v/8, lv...)
+		}
+		if l.Transport != "" {
+			ch <- prometheus.MustNewConstMetric(descTransport, prometheus.GaugeValue, 1, append(lv, string(l.Transport))...)
 		}
 	}
 }

@@ -37,8 +37,9 @@ func TestDocsListEveryMetric(t *testing.T) {
 	a.SetRevision(1)
 	a.SetAvailableBandwidth("p", 1e6)
 	a.ObserveProbe("p", probe.Sample{RTT: time.Millisecond})
+	a.DataplaneRestarted(true)
 	a.SetLinkSource(func(context.Context) []api.LinkStatus {
-		return []api.LinkStatus{{Peer: "p", Backend: "wireguard", Established: true, LastHandshake: now, Probe: lp}}
+		return []api.LinkStatus{{Peer: "p", Backend: "wireguard", Transport: "tcp443", Established: true, LastHandshake: now, Probe: lp}}
 	})
 	m := NewManager(func() View {
 		return View{Revision: 1, Now: now,

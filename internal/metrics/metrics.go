@@ -48,6 +48,9 @@ var (
 		"Bytes WireGuard received from the peer (encrypted, as the device counts them) since the peer was configured.", linkLabels, nil)
 	descTx = prometheus.NewDesc("fednet_link_tx_bytes_total",
 		"Bytes WireGuard sent to the peer (encrypted, as the device counts them) since the peer was configured.", linkLabels, nil)
+	descTransport = prometheus.NewDesc("fednet_link_transport",
+		"1 for the transport the link's packets travel by now (label transport: udp, or tcp443 when UDP is blocked and the link fell back to TLS over TCP; docs/interop.md); absent when the agent does not report it.",
+		append(append([]string{}, linkLabels...), "transport"), nil)
 	descABW = prometheus.NewDesc("fednet_link_available_bandwidth_bytes_per_second",
 		"Latest available-bandwidth estimate of the link in bytes per second (bits/8; midpoint of the estimated range); absent until the estimator has run.", linkLabels, nil)
 )

@@ -327,9 +327,15 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		}
 		t.Address = netip.PrefixFrom(self.TransitAddress, ov.Transit.Bits())
 		t.MTU, t.MTUReason = tunnelMTUOf(a.v, site, self, b)
+		g.Firewall.Public = append(g.Firewall.Public, info.Public(t.ListenPort)...)
+		// The UDP-blocked fallback carries WireGuard's packets in a TLS
+		// stream; TCP segments the stream, so it does not lower the MTU.
+		if port := ov.TCPFallbackPort(); port != 0 && b == backend.WireGuard {
+			t.FallbackPort = port
+			g.Firewall.Public = append(g.Firewall.Public, backend.Port{Protocol: backend.TCP, Port: port})
+		}
 		g.Tunnels = append(g.Tunnels, t)
 		g.Firewall.Tunnels = append(g.Firewall.Tunnels, t.Name)
-		g.Firewall.Public = append(g.Firewall.Public, info.Public(t.ListenPort)...)
 	}
 	slices.Sort(g.Firewall.Tunnels)
 	slices.SortFunc(g.Firewall.Public, func(x, y backend.Port) int {
@@ -444,7 +450,22 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		addNeighbors(a.v, site, &g)
 	}
 	g.Firewall.TunnelPorts = tunnelPorts(g.Bridges)
+	g.Firewall.Admit = admissions(f.PublicAllowOf(self))
 	return g, nil
+}
+
+// admissions are a gateway's public-side admissions from the spec's, in
+// spec order; nil when there are none.
+func admissions(list []spec.Admission) []Admission {
+	var out []Admission
+	for _, a := range list {
+		proto := backend.TCP
+		if a.Protocol == spec.AdmitUDP {
+			proto = backend.UDP
+		}
+		out = append(out, Admission{Protocol: proto, Port: a.Port, Sources: sortedPrefixes(a.Sources)})
+	}
+	return out
 }
 
 // onSegment is a with the prefix length of the prefix of site s that holds

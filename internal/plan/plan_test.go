@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -79,7 +80,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 func TestGolden(t *testing.T) {
-	for _, ex := range []string{"three-sites", "five-sites", "bridged"} {
+	for _, ex := range []string{"three-sites", "five-sites", "bridged", "clouds"} {
 		t.Run(ex, func(t *testing.T) {
 			text, js := render(t, load(t, ex+".yaml"))
 			golden(t, ex+".txt", text)
@@ -101,18 +102,20 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestJSONRoundTrip(t *testing.T) {
-	f := load(t, "five-sites.yaml")
-	gws, err := plan.Compute(f, testKeys(f))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range gws {
-		back, err := plan.Decode(g.JSON())
+	for _, ex := range []string{"five-sites.yaml", "clouds.yaml"} { // clouds: public-side admissions
+		f := load(t, ex)
+		gws, err := plan.Compute(f, testKeys(f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(back.JSON(), g.JSON()) {
-			t.Errorf("%s: JSON round trip changed the plan", g.Name)
+		for _, g := range gws {
+			back, err := plan.Decode(g.JSON())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(back.JSON(), g.JSON()) || !reflect.DeepEqual(back.Firewall.Admit, g.Firewall.Admit) {
+				t.Errorf("%s: JSON round trip changed the plan", g.Name)
+			}
 		}
 	}
 	if _, err := plan.Decode([]byte(`{"version":2,"gateway":"x","tunnels":[{"name":"fed0"}],"bogus":1}`)); err == nil || !strings.Contains(err.Error(), "bogus") {

@@ -19,7 +19,11 @@ func (g Gateway) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gateway %s (site %s, federation %s)\n", g.Name, g.Site, g.Federation)
 	for _, t := range g.Tunnels {
-		fmt.Fprintf(&b, "  interface %s (%s) address %s listen-port %d mtu %d\n", t.Name, t.Backend, t.Address, t.ListenPort, t.MTU)
+		fmt.Fprintf(&b, "  interface %s (%s) address %s listen-port %d mtu %d", t.Name, t.Backend, t.Address, t.ListenPort, t.MTU)
+		if t.FallbackPort != 0 {
+			fmt.Fprintf(&b, " fallback tcp/%d", t.FallbackPort)
+		}
+		b.WriteString("\n")
 		fmt.Fprintf(&b, "    mtu: %s\n", t.MTUReason)
 	}
 	for _, p := range g.Peers {
@@ -103,6 +107,9 @@ func (g Gateway) String() string {
 	}
 	for _, n := range fw.Neighbors {
 		fmt.Fprintf(&b, "    input: accept udp dport %d from neighbor %s only\n", n.Port, n.Address)
+	}
+	for _, a := range fw.Admit {
+		fmt.Fprintf(&b, "    input: accept %s dport %d from %s (publicAllow)\n", a.Protocol, a.Port, joinPrefixes(a.Sources))
 	}
 	for _, fl := range fw.Flows {
 		fmt.Fprintf(&b, "    forward: accept %s -> %s (network %s)\n", fl.Source, fl.Destination, fl.Network)

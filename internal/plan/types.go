@@ -125,6 +125,11 @@ type Tunnel struct {
 	Name string `json:"name"`
 	// ListenPort is the UDP port the tunnel receives on, 0 for none.
 	ListenPort int `json:"listenPort"`
+	// FallbackPort is the TCP port of the UDP-blocked fallback (WireGuard
+	// packets in a TLS stream): the tunnel accepts streams on it and dials
+	// its peers' on it. 0 when the fallback is off (spec
+	// overlay.fallback).
+	FallbackPort int `json:"fallbackPort,omitempty"`
 	// Address is the transit address with the transit prefix length, so the
 	// whole transit prefix is on-link through the tunnel interface.
 	Address netip.Prefix `json:"address"`
@@ -335,6 +340,22 @@ type Firewall struct {
 	// packet from anywhere else would put frames into a bridged network.
 	// Sorted.
 	TunnelPorts []int `json:"tunnelPorts,omitempty"`
+	// Admit is what the spec admits to the gateway itself besides the
+	// tunnel (overlay.publicAllow, then the gateway's publicAllow): on
+	// any interface, from the listed sources only. An agent older than
+	// this field refuses a plan that has it (unknown field) and keeps its
+	// state, so no plan format change.
+	Admit []Admission `json:"admit,omitempty"`
+}
+
+// Admission accepts one protocol and port from some source prefixes.
+type Admission struct {
+	// Protocol is TCP or UDP.
+	Protocol backend.Protocol `json:"protocol"`
+	// Port is the destination port, 1..65535.
+	Port int `json:"port"`
+	// Sources are the source prefixes, masked, sorted, each once.
+	Sources []netip.Prefix `json:"sources"`
 }
 
 // Flow allows forwarding from Source to Destination for a network.

@@ -104,6 +104,12 @@ func (c *checker) defaults() {
 	if o.Backend == "" {
 		o.Backend = backend.Default
 	}
+	if o.Fallback.TCP443 == "" {
+		o.Fallback.TCP443 = FallbackAuto
+	}
+	if !c.set["overlay.fallback.port"] {
+		o.Fallback.Port = DefaultFallbackPort
+	}
 	if f.Topology.Mode == "" {
 		f.Topology.Mode = "mesh"
 	}

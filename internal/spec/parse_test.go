@@ -43,8 +43,9 @@ func TestThreeSitesExample(t *testing.T) {
 		UnderlayMTU: 1500,
 		Interface:   "fed0",
 		Backend:     backend.WireGuard,
+		Fallback:    Fallback{TCP443: FallbackAuto, Port: DefaultFallbackPort},
 	}
-	if f.Overlay != wantOverlay {
+	if !reflect.DeepEqual(f.Overlay, wantOverlay) {
 		t.Errorf("overlay = %+v, want %+v", f.Overlay, wantOverlay)
 	}
 	if f.Topology.Mode != "mesh" {
@@ -113,9 +114,27 @@ func TestDefaults(t *testing.T) {
 		}},
 		{"overlay given", "overlay:\n  supernet: 10.0.0.0/9\n  transit: 172.31.0.0/24\n  listenPort: 443\n  underlayMTU: 9000\n  interface: wg-fed\n",
 			func(t *testing.T, f *Federation) {
-				want := Overlay{netip.MustParsePrefix("10.0.0.0/9"), netip.MustParsePrefix("172.31.0.0/24"), 443, 9000, "wg-fed", backend.WireGuard}
-				if f.Overlay != want {
+				want := Overlay{Supernet: netip.MustParsePrefix("10.0.0.0/9"), Transit: netip.MustParsePrefix("172.31.0.0/24"), ListenPort: 443, UnderlayMTU: 9000, Interface: "wg-fed", Backend: backend.WireGuard, Fallback: Fallback{FallbackAuto, DefaultFallbackPort}}
+				if !reflect.DeepEqual(f.Overlay, want) {
 					t.Errorf("overlay = %+v, want %+v", f.Overlay, want)
+				}
+				if p := f.Overlay.TCPFallbackPort(); p != 443 {
+					t.Errorf("TCPFallbackPort = %d, want 443 by default", p)
+				}
+			}},
+		{"fallback off", "overlay:\n  fallback: {tcp443: off, port: 8443}\n",
+			func(t *testing.T, f *Federation) {
+				if got, want := f.Overlay.Fallback, (Fallback{FallbackOff, 8443}); got != want {
+					t.Errorf("fallback = %+v, want %+v", got, want)
+				}
+				if p := f.Overlay.TCPFallbackPort(); p != 0 {
+					t.Errorf("TCPFallbackPort = %d, want 0 when off", p)
+				}
+			}},
+		{"fallback port", "overlay:\n  fallback: {port: 8443}\n",
+			func(t *testing.T, f *Federation) {
+				if p := f.Overlay.TCPFallbackPort(); p != 8443 {
+					t.Errorf("TCPFallbackPort = %d, want 8443", p)
 				}
 			}},
 		{"link cost", "topology:\n  links:\n    - between: [a, b]\n    - between: [a, c]\n      cost: 7\n",

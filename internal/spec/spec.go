@@ -72,6 +72,49 @@ type Overlay struct {
 	// Backend is the tunnel backend of every link (default wireguard; the
 	// names package backend registers are valid).
 	Backend backend.Name `yaml:"backend,omitempty" json:"backend,omitempty"`
+	// PublicAllow admits traffic to every gateway itself on its public
+	// side besides the tunnel, such as SSH from the operators' network
+	// (publicallow.go).
+	PublicAllow []Admission `yaml:"publicAllow,omitempty" json:"publicAllow,omitempty"`
+	// Fallback is what a WireGuard link does when UDP between its gateways
+	// is blocked (docs/interop.md).
+	Fallback Fallback `yaml:"fallback,omitempty" json:"fallback,omitempty"`
+}
+
+// Fallback configures the UDP-blocked fallback of WireGuard links: their
+// packets in a TLS stream over TCP, to the peer's Port.
+type Fallback struct {
+	// TCP443 is FallbackAuto (the default: a link whose UDP handshake goes
+	// unanswered moves to the stream, and back once UDP answers) or
+	// FallbackOff.
+	TCP443 FallbackMode `yaml:"tcp443,omitempty" json:"tcp443,omitempty"`
+	// Port is the TCP port gateways accept the stream on and dial peers'
+	// streams on (default DefaultFallbackPort); the firewall opens it.
+	Port int `yaml:"port,omitempty" json:"port,omitempty"`
+}
+
+// FallbackMode says whether the TCP fallback is used.
+type FallbackMode string
+
+// Fallback modes.
+const (
+	FallbackAuto FallbackMode = "auto"
+	FallbackOff  FallbackMode = "off"
+)
+
+// DefaultFallbackPort is the TCP port of the fallback stream: HTTPS's.
+const DefaultFallbackPort = 443
+
+// TCPFallbackPort returns the TCP port of the fallback stream, 0 when the
+// fallback is off.
+func (o Overlay) TCPFallbackPort() int {
+	if o.Fallback.TCP443 == FallbackOff {
+		return 0
+	}
+	if o.Fallback.Port == 0 {
+		return DefaultFallbackPort
+	}
+	return o.Fallback.Port
 }
 
 // Site is one place: a VPC, a VNet, an on-prem LAN, an edge location.
@@ -149,6 +192,9 @@ type Gateway struct {
 	// site needs one entry per bridged network of the site: the site's
 	// active gateway serves its bridged networks.
 	BridgePorts map[string]string `yaml:"bridgePorts,omitempty" json:"bridgePorts,omitempty"`
+	// PublicAllow admits traffic to this gateway itself, in addition to
+	// Overlay.PublicAllow (publicallow.go).
+	PublicAllow []Admission `yaml:"publicAllow,omitempty" json:"publicAllow,omitempty"`
 }
 
 // Mode says how a network joins its sites.

@@ -43,6 +43,7 @@ func (c *checker) validate() {
 	c.topology(sites)
 	c.egressPrices()
 	c.clouds()
+	c.publicAllows()
 	c.lab()
 }
 
@@ -113,6 +114,12 @@ func (c *checker) overlay() {
 	}
 	if _, ok := backend.Lookup(o.Backend); !ok {
 		c.add("overlay.backend", "%q is not a tunnel backend; want one of: %s (default %s)", o.Backend, backend.List(), backend.Default)
+	}
+	if m := o.Fallback.TCP443; m != FallbackAuto && m != FallbackOff {
+		c.add("overlay.fallback.tcp443", "%q is not a fallback mode; want %s (default: a link whose UDP is blocked moves to TLS over TCP) or %s", m, FallbackAuto, FallbackOff)
+	}
+	if p := o.Fallback.Port; p < 1 || p > 65535 {
+		c.add("overlay.fallback.port", "%d is not a TCP port; want 1..65535 (default %d)", p, DefaultFallbackPort)
 	}
 }
 

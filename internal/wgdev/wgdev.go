@@ -15,6 +15,12 @@
 // device when reading the TUN fails, which it does at once after
 // `ip link del NAME` (measured: Run returns within ~20-35 ms). So deleting
 // the interface is how the dataplane stops a userspace device.
+//
+// When the interface exists already, Run attaches to it instead of
+// creating it: the agent makes it a persistent TUN first, so that it
+// outlives a device process that dies (with its addresses and routes) and
+// a replacement attaches to it (docs/dataplane.md). A persistent TUN stays
+// when Run returns; one Run created stays only as long as Run.
 package wgdev
 
 import (
@@ -165,6 +171,9 @@ type Config struct {
 	TUN TUN
 	// AQM configures the queue management.
 	AQM AQM
+	// FallbackPort is the TCP port of the UDP-blocked fallback (see
+	// WithFallback); 0: none.
+	FallbackPort uint16
 	// Logf receives wireguard-go's error messages and the device's own
 	// notices; nil discards them.
 	Logf func(string, ...any)

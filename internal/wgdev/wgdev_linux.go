@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync"
 
-	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
 	"golang.zx2c4.com/wireguard/tun"
@@ -22,9 +21,10 @@ import (
 	"github.com/fednet/fednet/internal/wgdev/tundev"
 )
 
-// Run is Serve with the TUN device named by the environment (TUNEnv),
-// TUNOffload if it names none.
-func Run(ctx context.Context, name string, logf func(string, ...any)) error {
+// Run is Serve with the TUN device and queue management the environment
+// names (TUNEnv, AQMEnv; by default TUNOffload with queue management on)
+// and the options opts.
+func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Option) error {
 	t, err := ParseTUN(os.Getenv(TUNEnv))
 	if err != nil {
 		return fmt.Errorf("%s: %w", TUNEnv, err)
@@ -33,11 +33,16 @@ func Run(ctx context.Context, name string, logf func(string, ...any)) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", AQMEnv, err)
 	}
-	return Serve(ctx, Config{Name: name, TUN: t, AQM: q, Logf: logf})
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return Serve(ctx, Config{Name: name, TUN: t, AQM: q, FallbackPort: o.fallbackPort, Logf: logf})
 }
 
-// Serve creates the TUN interface cfg.Name, runs a WireGuard device on it
-// and serves the UAPI socket SocketPath(name) until one of these happens:
+// Serve creates the TUN interface cfg.Name (or attaches to it), runs a
+// WireGuard device on it and serves the UAPI socket SocketPath(name) until
+// one of these happens:
 //
 //   - ctx is cancelled: Serve returns nil;
 //   - the device closes, which wireguard-go does when reading the TUN fails,
@@ -45,10 +50,12 @@ func Run(ctx context.Context, name string, logf func(string, ...any)) error {
 //     returns nil;
 //   - the UAPI socket fails or is removed: Serve returns an error.
 //
-// On return the device is closed (which removes the interface), the socket
+// On return the device is closed (which removes the interface, unless it
+// is a persistent TUN that existed before Serve: then it stays), the socket
 // file is removed and every UAPI connection is closed. Serve fails at once
 // if the interface cannot be created or the socket is in use by another
-// live device.
+// live device. cfg.FallbackPort gives the device the TCP fallback
+// (WithFallback).
 func Serve(ctx context.Context, cfg Config) error {
 	name, logf := cfg.Name, cfg.Logf
 	if err := validName(name); err != nil {
@@ -90,13 +97,20 @@ func Serve(ctx context.Context, cfg Config) error {
 			logf("wgdev %s: "+format, append([]any{name}, args...)...)
 		}
 	}
-	bind := conn.NewDefaultBind()
+	bind, cleanup, err := newBind(name, options{fallbackPort: cfg.FallbackPort}, logf)
+	if err != nil {
+		tdev.Close()
+		file.Close()
+		return err
+	}
+	defer cleanup()
 	if !cfg.AQM.Off {
 		q := aqm.New(aqm.Config{Target: cfg.AQM.Target, Interval: cfg.AQM.Interval})
 		tdev, bind = q.TUN(tdev), q.Bind(bind)
 		stop, err := watchRoutes(q.RouteChanged)
 		if err != nil {
 			tdev.Close()
+			file.Close()
 			return fmt.Errorf("watching routes: %w", err)
 		}
 		defer stop()

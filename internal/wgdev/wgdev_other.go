@@ -5,7 +5,7 @@ package wgdev
 import "context"
 
 // Run is not supported on this platform; it returns ErrUnsupported.
-func Run(ctx context.Context, name string, logf func(string, ...any)) error {
+func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Option) error {
 	return ErrUnsupported
 }
 

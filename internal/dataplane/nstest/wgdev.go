@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/fednet/fednet/internal/wgdev"
@@ -20,11 +21,25 @@ const EnvWGDev = "FEDNET_WGDEV_CHILD"
 // process is such a child (see EnvWGDev); otherwise it returns at once.
 // Call it first in TestMain.
 func WGDevChild() {
-	if os.Getenv(EnvWGDev) != "1" || len(os.Args) != 3 || os.Args[1] != "wgdev" {
+	// wgdev [--tcp-fallback PORT] NAME, as the WireGuard driver runs it.
+	args := os.Args[1:]
+	if os.Getenv(EnvWGDev) != "1" || len(args) < 2 || args[0] != "wgdev" {
 		return
 	}
+	var port uint64
+	if len(args) == 4 && args[1] == "--tcp-fallback" {
+		p, err := strconv.ParseUint(args[2], 10, 16)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "wgdev: --tcp-fallback:", err)
+			os.Exit(2)
+		}
+		port = p
+	} else if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "wgdev: want wgdev [--tcp-fallback PORT] NAME")
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := wgdev.Run(ctx, os.Args[2], log.Printf)
+	err := wgdev.Run(ctx, args[len(args)-1], log.Printf, wgdev.WithFallback(uint16(port)))
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wgdev:", err)

@@ -157,6 +157,9 @@ type LinkState struct {
 	LastHandshake time.Time
 	// Endpoint is the peer's current endpoint (ip:port), "" when unknown.
 	Endpoint string
+	// Transport is how the link's packets travel now (backend.TransportUDP
+	// or TransportTCP443 for WireGuard), "" when the backend does not say.
+	Transport backend.Transport
 	// RxBytes and TxBytes count what the tunnel carried from and to the
 	// peer.
 	RxBytes, TxBytes int64
@@ -285,4 +288,32 @@ func OrNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// Event is something that happened to a tunnel outside Apply: the process
+// behind its device died and the driver replaced it (Restored), or the
+// tunnel is lost and only applying the plan again brings it back.
+type Event struct {
+	// Interface is the tunnel interface.
+	Interface string
+	Backend   backend.Name
+	// Restored is true when the driver replaced the device and restored
+	// its configuration itself, the interface (its addresses, MTU and
+	// routes) kept; false when the interface or its device is lost and
+	// the core must apply the plan again.
+	Restored bool
+	// Cause says what happened, for the log ("pid 4242 exited: signal:
+	// killed").
+	Cause string
+	// Took is how long the repair took, from the death being noticed to
+	// the device answering with its configuration; 0 when not Restored.
+	Took time.Duration
+}
+
+// Supervisor is implemented by a Machine whose tunnels can die on their
+// own, such as a device run by a process of its own. OnEvent sets the
+// one function called, from the driver's goroutine, after each Event
+// (nil: none); the function must not block.
+type Supervisor interface {
+	OnEvent(f func(Event))
 }

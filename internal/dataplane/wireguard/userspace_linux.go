@@ -2,19 +2,25 @@ package wireguard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/fednet/fednet/internal/wgdev"
+	"github.com/fednet/fednet/internal/wgdev/fallback"
 )
 
 // socketDir is where userspace WireGuard devices put their UAPI sockets.
@@ -23,62 +29,124 @@ const socketDir = "/var/run/wireguard"
 // userspaceStartTimeout bounds the wait for a new userspace device.
 const userspaceStartTimeout = 5 * time.Second
 
-// startUserspace starts WGDevCommand+name as a detached process (its own
+// process is a userspace device process this driver started.
+type process struct {
+	pid int
+	// done is closed once the process exited and was reaped; err is then
+	// its exit status (nil for status 0).
+	done chan struct{}
+	err  error
+}
+
+// startUserspace starts WGDevCommand+name (with the TCP fallback on
+// fallbackPort unless 0) as a detached process (its own
 // session, stdin /dev/null, output appended to the log file) that outlives
-// the agent, and waits until its device answers on its UAPI socket.
-func (d *Driver) startUserspace(ctx context.Context, name string) error {
+// the agent, and waits until its device answers on its UAPI socket. When
+// no interface name exists it first makes it a persistent TUN (see
+// makePersistentTUN), which the process attaches to; when one exists (a
+// replaced process), the process attaches to it.
+func (d *Driver) startUserspace(ctx context.Context, name string, fallbackPort int) (*process, error) {
 	logPath := d.cfg.WGDevLog
 	if logPath == "" {
 		logPath = filepath.Join(socketDir, name+".log")
 	}
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return fmt.Errorf("starting userspace WireGuard for %s: %w", name, err)
+		return nil, fmt.Errorf("starting userspace WireGuard for %s: %w", name, err)
 	}
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("starting userspace WireGuard for %s: log file: %w", name, err)
+		return nil, fmt.Errorf("starting userspace WireGuard for %s: log file: %w", name, err)
 	}
 	defer logFile.Close()
 	logStart, _ := logFile.Seek(0, io.SeekEnd)
 
-	argv, err := d.wgdevCommand(name)
+	argv, err := d.wgdevCommand(name, fallbackPort)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	made := false
+	if _, err := netlink.LinkByName(name); err != nil {
+		if err := makePersistentTUN(name); err != nil {
+			// The device then makes a TUN of its own, which goes with it.
+			d.logf("wireguard: %v; the userspace device makes a TUN that dies with it", err)
+		} else {
+			made = true
+		}
+	}
+	// undo deletes the persistent TUN made above when no device serves it.
+	undo := func() {
+		if made {
+			if link, err := netlink.LinkByName(name); err == nil {
+				netlink.LinkDel(link)
+			}
+		}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting userspace WireGuard for %s (%s): %w", name, strings.Join(argv, " "), err)
+		undo()
+		return nil, fmt.Errorf("starting userspace WireGuard for %s (%s): %w", name, strings.Join(argv, " "), err)
 	}
-	pid := cmd.Process.Pid
+	p := &process{pid: cmd.Process.Pid, done: make(chan struct{})}
 	d.pidsMu.Lock()
-	d.pids = append(d.pids, pid)
+	d.pids = append(d.pids, p.pid)
 	d.pidsMu.Unlock()
 	// Reap the process when it exits (it normally outlives us).
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
 
 	deadline := time.Now().Add(userspaceStartTimeout)
 	for {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("userspace WireGuard for %s (%s, pid %d) exited at start: %v%s",
-				name, strings.Join(argv, " "), pid, err, logTail(logPath, logStart))
+		case <-p.done:
+			undo()
+			return nil, fmt.Errorf("userspace WireGuard for %s (%s, pid %d) exited at start: %v%s",
+				name, strings.Join(argv, " "), p.pid, p.err, logTail(logPath, logStart))
 		default:
 		}
 		if d.deviceAnswers(ctx, name) {
-			d.logf("wireguard: userspace WireGuard for %s started (pid %d, log %s)", name, pid, logPath)
-			return nil
+			d.logf("wireguard: userspace WireGuard for %s started (pid %d, log %s)", name, p.pid, logPath)
+			return p, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			cmd.Process.Kill()
-			return fmt.Errorf("userspace WireGuard for %s (%s, pid %d) did not answer within %v; killed it%s",
-				name, strings.Join(argv, " "), pid, userspaceStartTimeout, logTail(logPath, logStart))
+			undo()
+			return nil, fmt.Errorf("userspace WireGuard for %s (%s, pid %d) did not answer within %v; killed it%s",
+				name, strings.Join(argv, " "), p.pid, userspaceStartTimeout, logTail(logPath, logStart))
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// makePersistentTUN creates the TUN interface name and makes it
+// persistent (TUNSETPERSIST): it then lives on, with its addresses, MTU,
+// routes and the VXLAN devices over it, when the process attached to it
+// dies, and only the WireGuard device must be restored when a new process
+// attaches. Deleting the interface (ip link del) still removes it, and
+// the process attached exits. The flags are wireguard-go's.
+func makePersistentTUN(name string) error {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("making persistent TUN %s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return fmt.Errorf("making persistent TUN %s: %w", name, err)
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		return fmt.Errorf("making persistent TUN %s: TUNSETIFF: %w", name, err)
+	}
+	// Without persistence, closing fd removes the interface again.
+	if err := unix.IoctlSetInt(fd, unix.TUNSETPERSIST, 1); err != nil {
+		return fmt.Errorf("making persistent TUN %s: TUNSETPERSIST: %w", name, err)
+	}
+	return nil
 }
 
 // retireUserspace runs after the TUN interface of a userspace device was
@@ -144,8 +212,9 @@ func (d *Driver) deviceAnswers(ctx context.Context, name string) bool {
 	return err == nil
 }
 
-// wgdevCommand returns the argv that starts the userspace device name.
-func (d *Driver) wgdevCommand(name string) ([]string, error) {
+// wgdevCommand returns the argv that starts the userspace device name,
+// with the TCP fallback on fallbackPort unless 0.
+func (d *Driver) wgdevCommand(name string, fallbackPort int) ([]string, error) {
 	argv := d.cfg.WGDevCommand
 	if len(argv) == 0 {
 		exe, err := os.Executable()
@@ -154,7 +223,11 @@ func (d *Driver) wgdevCommand(name string) ([]string, error) {
 		}
 		argv = []string{exe, "wgdev"}
 	}
-	return append(slices.Clone(argv), name), nil
+	argv = slices.Clone(argv)
+	if fallbackPort != 0 {
+		argv = append(argv, "--tcp-fallback", strconv.Itoa(fallbackPort))
+	}
+	return append(argv, name), nil
 }
 
 func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) bool {
@@ -189,4 +262,19 @@ func logTail(path string, offset int64) string {
 		return " (log " + path + " is empty)"
 	}
 	return "; log " + path + ":\n" + s
+}
+
+// readFallback fills in the fallback of the userspace device name from
+// the status file its bind writes (none: no fallback).
+func readFallback(name string, dev *Device) error {
+	st, err := fallback.ReadStatus(wgdev.FallbackStatusPath(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	dev.FallbackPort = int(st.ListenPort)
+	dev.OnStream = st.TCP
+	return nil
 }

@@ -98,12 +98,19 @@ type Config struct {
 	WGDevLog string
 	// Timeout bounds each call to a device (default DefaultTimeout).
 	Timeout time.Duration
+	// Restart bounds the restarts of userspace device processes that die
+	// (see Supervision in README.md); zero: DefaultRestartPolicy.
+	Restart RestartPolicy
 	// Logf receives notices (a userspace device started, a dead one
 	// replaced); nil discards them. Errors are returned, not logged.
 	Logf func(format string, args ...any)
 }
 
 // Driver is the WireGuard driver. It is safe for concurrent use.
+//
+// On Linux it supervises the userspace devices it starts or finds running
+// (tunnel.Supervisor): a device process that dies is replaced at once and
+// its configuration restored, and OnEvent's function hears of it.
 type Driver struct {
 	cfg  Config
 	pub  plan.Key // zero without a private key
@@ -111,6 +118,16 @@ type Driver struct {
 
 	pidsMu sync.Mutex
 	pids   []int // userspace devices started; guarded by pidsMu
+
+	snapMu sync.Mutex
+	// snaps is the configuration each device was last read with or
+	// brought to, by interface: what a replaced device gets back.
+	// Guarded by snapMu.
+	snaps map[string]*Device
+
+	supMu   sync.Mutex
+	watches map[string]*watch  // supervised userspace devices by interface; guarded by supMu
+	onEvent func(tunnel.Event) // guarded by supMu
 }
 
 // New returns a driver for cfg.
@@ -121,8 +138,14 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Restart == (RestartPolicy{}) {
+		cfg.Restart = DefaultRestartPolicy
+	}
+	if err := cfg.Restart.validate(); err != nil {
+		return nil, err
+	}
 	cfg.WGDevCommand = slices.Clone(cfg.WGDevCommand)
-	d := &Driver{cfg: cfg, logf: cfg.Logf}
+	d := &Driver{cfg: cfg, logf: cfg.Logf, snaps: map[string]*Device{}, watches: map[string]*watch{}}
 	if d.logf == nil {
 		d.logf = func(string, ...any) {}
 	}
@@ -149,14 +172,92 @@ func (d *Driver) Started() []int {
 	return slices.Clone(d.pids)
 }
 
+// OnEvent implements tunnel.Supervisor: f hears of every userspace device
+// that died and was replaced (Restored) or is lost with its interface. f
+// runs on the driver's goroutine and must not block (nor call Apply: hand
+// the event on). Supervision is on while a function is set: with none (at
+// first, or after OnEvent(nil)) a dead device is left for Apply to
+// recreate, so that of two drivers on one machine (an agent's old and new
+// data plane after a key rotation, tests) only one replaces it.
+func (d *Driver) OnEvent(f func(tunnel.Event)) {
+	d.supMu.Lock()
+	defer d.supMu.Unlock()
+	d.onEvent = f
+}
+
+// supervising reports whether OnEvent's function is set.
+func (d *Driver) supervising() bool {
+	d.supMu.Lock()
+	defer d.supMu.Unlock()
+	return d.onEvent != nil
+}
+
+// emit hands e to OnEvent's function.
+func (d *Driver) emit(e tunnel.Event) {
+	d.supMu.Lock()
+	f := d.onEvent
+	d.supMu.Unlock()
+	e.Backend = backend.WireGuard
+	if f != nil {
+		f(e)
+	}
+}
+
+// remember records dev as the configuration of the device on name.
+func (d *Driver) remember(name string, dev *Device) {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	d.snaps[name] = dev.Clone().(*Device)
+}
+
+// track applies op, done on the machine, to the configuration remembered
+// for its interface: the snapshot follows every change the driver makes
+// between two reads.
+func (d *Driver) track(op tunnel.Op) {
+	name := op.Target().Interface
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	s := tunnel.State{}
+	if dev, ok := d.snaps[name]; ok {
+		s.Device = dev
+	} else if _, creates := op.(linkAdd); !creates {
+		return // nothing known to change
+	}
+	op.Apply(&s)
+	if dev := device(s); dev != nil {
+		d.snaps[name] = dev
+	} else {
+		delete(d.snaps, name)
+	}
+}
+
+// snapshot returns a copy of the configuration remembered for name, nil
+// for none.
+func (d *Driver) snapshot(name string) *Device {
+	d.snapMu.Lock()
+	defer d.snapMu.Unlock()
+	if dev, ok := d.snaps[name]; ok {
+		return dev.Clone().(*Device)
+	}
+	return nil
+}
+
 // Device is a WireGuard device: what wgctrl reads and sets.
 type Device struct {
 	// PublicKey is the public key of the device's private key, zero when
 	// no private key is set.
 	PublicKey  plan.Key
 	ListenPort int
+	// FallbackPort is the TCP port of a userspace device's UDP-blocked
+	// fallback (fednet wgdev --tcp-fallback), 0 for none; kernel devices
+	// have none.
+	FallbackPort int
 	// Peers are sorted by public key (base64).
 	Peers []Peer
+	// OnStream lists the peer endpoints (as Peer.Endpoint) whose packets
+	// go over the fallback stream now: a figure, not configuration;
+	// String leaves it out.
+	OnStream []string
 }
 
 // Peer is one peer of a device.
@@ -178,6 +279,7 @@ type Peer struct {
 // Clone implements tunnel.Device.
 func (v *Device) Clone() tunnel.Device {
 	c := *v
+	c.OnStream = slices.Clone(v.OnStream)
 	c.Peers = nil
 	for _, p := range v.Peers {
 		p.AllowedIPs = slices.Clone(p.AllowedIPs)
@@ -199,7 +301,11 @@ func (v *Device) String() string {
 	c := v.Clone().(*Device)
 	c.normalize()
 	var b strings.Builder
-	fmt.Fprintf(&b, "wireguard public-key %s listen-port %d\n", tunnel.OrNone(c.PublicKey.String()), c.ListenPort)
+	fmt.Fprintf(&b, "wireguard public-key %s listen-port %d", tunnel.OrNone(c.PublicKey.String()), c.ListenPort)
+	if c.FallbackPort != 0 {
+		fmt.Fprintf(&b, " tcp-fallback %d", c.FallbackPort)
+	}
+	b.WriteString("\n")
 	for _, p := range c.Peers {
 		fmt.Fprintf(&b, "peer %s endpoint %s allowed-ips %s persistent-keepalive %d\n",
 			p.PublicKey, tunnel.OrNone(p.Endpoint), tunnel.Join(p.AllowedIPs), p.PersistentKeepalive)
@@ -318,12 +424,15 @@ func (m Mode) kind() string {
 func (d *Driver) Diff(cur tunnel.State, t plan.Tunnel, peers []plan.Peer) tunnel.Diff {
 	var out tunnel.Diff
 	link, dev := cur.Link, device(cur)
-	if link != nil && (dev == nil || !d.cfg.Mode.kindFits(link.Kind)) {
+	// A userspace device gets its fallback port when it starts: another
+	// port means a new device.
+	if link != nil && (dev == nil || !d.cfg.Mode.kindFits(link.Kind) ||
+		(link.Kind == KindUserspace && dev.FallbackPort != t.FallbackPort)) {
 		out.Setup = append(out.Setup, linkDel{name: t.Name})
 		link, dev = nil, nil
 	}
 	if link == nil {
-		out.Setup = append(out.Setup, linkAdd{name: t.Name, mode: d.cfg.Mode})
+		out.Setup = append(out.Setup, linkAdd{name: t.Name, mode: d.cfg.Mode, fallbackPort: t.FallbackPort})
 		dev = &Device{}
 	}
 	ds := deviceSet{name: t.Name, listenPort: -1}
@@ -416,11 +525,14 @@ func (d *Driver) Status(cur tunnel.State, peers []plan.Peer, now time.Time) []tu
 		if !d.Configured(p) {
 			continue
 		}
-		l := tunnel.LinkState{Peer: p.Gateway, Backend: backend.WireGuard, Endpoint: p.Endpoint}
+		l := tunnel.LinkState{Peer: p.Gateway, Backend: backend.WireGuard, Endpoint: p.Endpoint, Transport: backend.TransportUDP}
 		if dev != nil {
 			if h := dev.peer(p.WireGuard.PublicKey); h != nil {
 				if h.Endpoint != "" {
 					l.Endpoint = h.Endpoint
+				}
+				if h.Endpoint != "" && slices.Contains(dev.OnStream, h.Endpoint) {
+					l.Transport = backend.TransportTCP443
 				}
 				l.LastHandshake, l.RxBytes, l.TxBytes = h.LastHandshake, h.RxBytes, h.TxBytes
 				l.Established = Established(h.LastHandshake, now)
@@ -444,10 +556,12 @@ type (
 	// userspace device exits.
 	linkDel struct{ name string }
 	// linkAdd creates the interface with a WireGuard device on it, marked
-	// as fednet's.
+	// as fednet's; a userspace device gets the TCP fallback on
+	// fallbackPort (0: none; kernel devices have none).
 	linkAdd struct {
-		name string
-		mode Mode
+		name         string
+		mode         Mode
+		fallbackPort int
 	}
 	// deviceSet sets the private key (to the configured one, whose public
 	// half is publicKey) and/or the listen port.
@@ -506,7 +620,7 @@ func (o linkDel) Change() tunnel.Change { return tunnel.Change("ip link del " + 
 func (o linkAdd) Change() tunnel.Change {
 	mark := " && ip link set " + o.name + " alias " + tunnel.Mark(backend.WireGuard)
 	if o.mode == Userspace {
-		return tunnel.Change("fednet wgdev " + o.name + mark)
+		return tunnel.Change("fednet wgdev " + o.fallbackArgs() + o.name + mark)
 	}
 	return tunnel.Change("ip link add " + o.name + " type wireguard" + mark)
 }
@@ -552,7 +666,20 @@ func (o peerSet) Target() tunnel.Target {
 func (o linkDel) Apply(s *tunnel.State) { *s = tunnel.State{} }
 func (o linkAdd) Apply(s *tunnel.State) {
 	s.Link = &tunnel.Interface{Name: o.name, Kind: o.mode.kind(), Alias: tunnel.Mark(backend.WireGuard), MTU: DefaultMTU}
-	s.Device = &Device{}
+	dev := &Device{}
+	if o.mode == Userspace {
+		dev.FallbackPort = o.fallbackPort
+	}
+	s.Device = dev
+}
+
+// fallbackArgs returns the arguments of fednet wgdev that give the device
+// its fallback, "" for none, with a trailing space.
+func (o linkAdd) fallbackArgs() string {
+	if o.fallbackPort == 0 {
+		return ""
+	}
+	return "--tcp-fallback " + strconv.Itoa(o.fallbackPort) + " "
 }
 func (o deviceSet) Apply(s *tunnel.State) {
 	dev := device(*s)

@@ -27,10 +27,19 @@ type linuxOp interface {
 
 // Read implements tunnel.Machine. A kernel link whose device cannot be read
 // is an error; a TUN link whose userspace device does not answer has no
-// device (Diff then recreates it); a link of another kind has none.
+// device (Diff then recreates it); a link of another kind has none. A
+// supervised userspace device found dead is replaced first; while its
+// restart waits out the restart policy, Read fails. A userspace device
+// that answers and is not supervised yet (started by an earlier agent)
+// is supervised from now on.
 func (d *Driver) Read(ctx context.Context, link tunnel.Interface) (tunnel.Device, error) {
 	if link.Kind != KindKernel && link.Kind != KindUserspace {
 		return nil, nil
+	}
+	if link.Kind == KindUserspace {
+		if err := d.settle(link.Name); err != nil {
+			return nil, err
+		}
 	}
 	dev, err := d.readDevice(ctx, link.Name)
 	switch {
@@ -39,6 +48,15 @@ func (d *Driver) Read(ctx context.Context, link tunnel.Interface) (tunnel.Device
 	case err != nil:
 		d.logf("wireguard: %s is a TUN interface but no userspace WireGuard device answers (%v)", link.Name, err)
 		return nil, nil
+	}
+	if link.Kind == KindUserspace {
+		if err := readFallback(link.Name, dev); err != nil {
+			return nil, fmt.Errorf("reading WireGuard device %s: %w", link.Name, err)
+		}
+	}
+	d.remember(link.Name, dev)
+	if link.Kind == KindUserspace {
+		d.adopt(link.Name)
 	}
 	return dev, nil
 }
@@ -49,7 +67,11 @@ func (d *Driver) Exec(ctx context.Context, op tunnel.Op) (tunnel.Change, error) 
 	if !ok {
 		return op.Change(), fmt.Errorf("wireguard: op %T is not one of this driver's", op)
 	}
-	return o.exec(ctx, d)
+	c, err := o.exec(ctx, d)
+	if err == nil {
+		d.track(op)
+	}
+	return c, err
 }
 
 // withTimeout runs f and returns its error, or an error after the
@@ -137,6 +159,7 @@ func (d *Driver) configure(ctx context.Context, name string, cfg wgtypes.Config)
 
 func (o linkDel) exec(ctx context.Context, d *Driver) (tunnel.Change, error) {
 	c := o.Change()
+	d.retire(o.name) // its process's exit is expected now
 	link, err := netlink.LinkByName(o.name)
 	var notFound netlink.LinkNotFoundError
 	if errors.As(err, &notFound) {
@@ -171,9 +194,11 @@ func (o linkAdd) exec(ctx context.Context, d *Driver) (tunnel.Change, error) {
 		}
 	}
 	if made.mode == Userspace {
-		if err := d.startUserspace(ctx, o.name); err != nil {
+		p, err := d.startUserspace(ctx, o.name, o.fallbackPort)
+		if err != nil {
 			return made.Change(), err
 		}
+		d.supervise(o.name, p.pid, p.done, func() error { return p.err })
 	}
 	if err := mark(o.name); err != nil {
 		del := linkDel{name: o.name}

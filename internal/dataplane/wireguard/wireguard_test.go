@@ -180,3 +180,51 @@ func TestParseMode(t *testing.T) {
 		t.Error("New with mode 7 = nil error")
 	}
 }
+
+// TestFallbackPort: a userspace device starts with the plan's fallback
+// port; another port recreates it, the same port changes nothing; a
+// kernel device has no fallback and is left alone.
+func TestFallbackPort(t *testing.T) {
+	d, err := New(Config{PrivateKey: priv, Mode: Userspace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := tun
+	fb.FallbackPort = 443
+	diff := d.Diff(tunnel.State{}, fb, nil)
+	if got := changes(diff.Setup); !strings.HasPrefix(got, "fednet wgdev --tcp-fallback 443 fed0 && ") {
+		t.Fatalf("setup:\n%s", got)
+	}
+	s := apply(tunnel.State{}, diff)
+	if again := d.Diff(s, fb, nil); len(again.Setup) != 0 {
+		t.Errorf("same port again:\n%s", changes(again.Setup))
+	}
+	off := d.Diff(s, tun, nil)
+	if got := changes(off.Setup); !strings.HasPrefix(got, "ip link del fed0\nfednet wgdev fed0 && ") {
+		t.Errorf("fallback turned off:\n%s", got)
+	}
+	kernel := newDriver(t, priv)
+	ks := apply(tunnel.State{}, kernel.Diff(tunnel.State{}, tun, nil))
+	if again := kernel.Diff(ks, fb, nil); len(again.Setup) != 0 {
+		t.Errorf("kernel device recreated for the fallback:\n%s", changes(again.Setup))
+	}
+}
+
+// TestStatusTransport: a link whose endpoint the device's fallback lists
+// is on tcp443, the others on udp.
+func TestStatusTransport(t *testing.T) {
+	d := newDriver(t, priv)
+	keyC := plan.Key{0xc0}
+	s := tunnel.State{Link: &tunnel.Interface{Name: "fed0", Kind: KindUserspace}, Device: &Device{
+		FallbackPort: 443,
+		Peers: []Peer{
+			{PublicKey: keyB, Endpoint: "198.51.100.2:51820"},
+			{PublicKey: keyC, Endpoint: "203.0.113.3:51820"},
+		},
+		OnStream: []string{"203.0.113.3:51820"},
+	}}
+	got := d.Status(s, []plan.Peer{peer("b", keyB), peer("c", keyC)}, time.Now())
+	if len(got) != 2 || got[0].Transport != backend.TransportUDP || got[1].Transport != backend.TransportTCP443 {
+		t.Errorf("status: %+v, want b on udp and c on tcp443", got)
+	}
+}

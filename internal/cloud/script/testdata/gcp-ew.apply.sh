@@ -73,7 +73,8 @@ route fednet-clouds-gcp-ew-10-4-0-0-24 10.4.0.0/24
 route fednet-clouds-gcp-ew-10-5-0-0-24 10.5.0.0/24
 
 # 3. The tunnel ports, from every peer (one rule per port).
+firewall fednet-clouds-gcp-ew-tcp-443 tcp:443 0.0.0.0/0,192.0.2.40/32,198.51.100.10/32,198.51.100.11/32,203.0.113.20/32 'fednet clouds/gcp-ew: tcp/443 from office-gw, os-gw, aws-gw, aws-gw2, azure-gw'
 firewall fednet-clouds-gcp-ew-udp-51820 udp:51820 0.0.0.0/0,192.0.2.40/32,198.51.100.10/32,198.51.100.11/32,203.0.113.20/32 'fednet clouds/gcp-ew: udp/51820 from office-gw, os-gw, aws-gw, aws-gw2, azure-gw'
 
 prune routes fednet-clouds-gcp-ew-10-1-0-0-24 fednet-clouds-gcp-ew-10-2-0-0-24 fednet-clouds-gcp-ew-10-4-0-0-24 fednet-clouds-gcp-ew-10-5-0-0-24
-prune firewall-rules fednet-clouds-gcp-ew-udp-51820
+prune firewall-rules fednet-clouds-gcp-ew-tcp-443 fednet-clouds-gcp-ew-udp-51820

@@ -103,12 +103,17 @@ sync router "$ROUTER"
 sync subnet "$SUBNET"   # hosts get these at their next DHCP renewal
 
 # 3. The tunnel ports, from every peer.
+rule tcp 443 0.0.0.0/0 IPv4 'fednet clouds/os-lab: peer office-gw'
+rule tcp 443 192.0.2.30/32 IPv4 'fednet clouds/os-lab: peer gcp-gw'
+rule tcp 443 198.51.100.10/32 IPv4 'fednet clouds/os-lab: peer aws-gw'
+rule tcp 443 198.51.100.11/32 IPv4 'fednet clouds/os-lab: peer aws-gw2'
+rule tcp 443 203.0.113.20/32 IPv4 'fednet clouds/os-lab: peer azure-gw'
 rule udp 51820 0.0.0.0/0 IPv4 'fednet clouds/os-lab: peer office-gw'
 rule udp 51820 192.0.2.30/32 IPv4 'fednet clouds/os-lab: peer gcp-gw'
 rule udp 51820 198.51.100.10/32 IPv4 'fednet clouds/os-lab: peer aws-gw'
 rule udp 51820 198.51.100.11/32 IPv4 'fednet clouds/os-lab: peer aws-gw2'
 rule udp 51820 203.0.113.20/32 IPv4 'fednet clouds/os-lab: peer azure-gw'
-KEEP='udp/51820/0.0.0.0/0 udp/51820/192.0.2.30/32 udp/51820/198.51.100.10/32 udp/51820/198.51.100.11/32 udp/51820/203.0.113.20/32'
+KEEP='tcp/443/0.0.0.0/0 tcp/443/192.0.2.30/32 tcp/443/198.51.100.10/32 tcp/443/198.51.100.11/32 tcp/443/203.0.113.20/32 udp/51820/0.0.0.0/0 udp/51820/192.0.2.30/32 udp/51820/198.51.100.10/32 udp/51820/198.51.100.11/32 udp/51820/203.0.113.20/32'
 fednet_rules | while read -r id proto port src; do
   case " $KEEP " in *" $proto/$port/$src "*) ;; *) openstack security group rule delete "$id" ;; esac
 done
