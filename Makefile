@@ -21,7 +21,7 @@ VERSION ?= 0.1.0
 ARCH    ?= $(shell $(GO) env GOARCH)
 PKG_DIR ?= build/pkg
 
-.PHONY: all deps build test unit fuzz check demo bench bench-abw scale package screenshot clean
+.PHONY: all deps build test unit fuzz check demo bench bench-dataplane bench-abw scale package screenshot clean
 
 all: build
 
@@ -64,6 +64,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./internal/probe
 	$(GO) test -run='^$$' -fuzz='^FuzzParseJoinToken$$' -fuzztime=$(FUZZTIME) ./internal/api
 	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=$(FUZZTIME) ./internal/wgdev/fallback
+	$(GO) test -run='^$$' -fuzz='^FuzzSplit$$' -fuzztime=$(FUZZTIME) ./internal/offload
+	$(GO) test -run='^$$' -fuzz='^FuzzCoalesce$$' -fuzztime=$(FUZZTIME) ./internal/offload
 
 test: deps build check unit fuzz
 
@@ -84,6 +86,14 @@ SCALE_GATEWAYS ?= 10,100,300,1000
 scale: deps build
 	./$(BIN) bench control-plane --gateways $(SCALE_GATEWAYS) --out bench-scale-sqlite
 	./$(BIN) bench control-plane --gateways $(SCALE_GATEWAYS) --managers 3 --out bench-scale-etcd
+
+# bench-dataplane is the data path's benchmark (issue 12, docs/bench.md):
+# BENCH_RUNS full runs on examples/bridged.yaml, routed and bridged, fednet
+# against standalone wireguard-go; results in bench-dataplane-<n>/. About
+# four minutes a run on 2 cores; run it on a quiet machine.
+BENCH_RUNS ?= 3
+bench-dataplane: deps build
+	for i in $$(seq $(BENCH_RUNS)); do ./$(BIN) bench --spec examples/bridged.yaml --out bench-dataplane-$$i || exit 1; done
 
 # bench-abw runs the available-bandwidth accuracy runs (as root, in a lab):
 # bottlenecks of 20, 100 and 400 Mbit/s, without and with 30 % cross traffic,

@@ -62,6 +62,9 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 		rgwA, rgwB, rgwB.Public.Addr(), r.wireOf(r.ref))
 	standalone := hostPath(Standalone, r.ref.Hosts(r.a)[0], r.ref.Hosts(r.b)[0], r.wireOf(r.ref))
 	routed := hostPath(Overlay, r.l.Hosts(r.a)[0], r.l.Hosts(r.b)[0], r.wireOf(r.l))
+	standalone.cost.pids = wgdevPIDs(standaloneIface, rgwA, rgwB)
+	overlayPIDs := wgdevPIDs(r.tunnelInterface(), r.l.SiteGateways(r.a)[0], r.l.SiteGateways(r.b)[0])
+	routed.cost.pids = overlayPIDs
 	for _, n := range []struct {
 		l *lab.Lab
 		n *lab.Node
@@ -91,6 +94,7 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 			return nil, err
 		}
 		bridged := hostPath(Overlay, from, to, r.wireOf(r.l))
+		bridged.cost.pids = overlayPIDs
 		m := assemble("bridged", []*path{bridged, underlay, standalone},
 			map[string]*pathResult{Overlay: measurePath(ctx, s, bridged, r.progress), Underlay: shared[Underlay], Standalone: shared[Standalone]})
 		m.Network = bn.Name
@@ -104,6 +108,7 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 	if len(res.Modes) > 0 {
 		res.Ratios = res.Modes[0].Ratios
 	}
+	res.Comparison = compare(res.Modes)
 	res.DurationS = round(time.Since(r.start).Seconds(), 1)
 	return res, ctx.Err()
 }
@@ -128,6 +133,9 @@ func assemble(mode string, paths []*path, by map[string]*pathResult) ModeResult 
 		}
 		if pr.loaded != nil {
 			m.Loaded = append(m.Loaded, *pr.loaded)
+		}
+		if pr.memory != nil {
+			m.Memory = append(m.Memory, *pr.memory)
 		}
 		for _, e := range pr.errs {
 			m.Errors = append(m.Errors, p.info.Name+": "+e)

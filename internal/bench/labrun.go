@@ -261,14 +261,18 @@ func (r *labRun) buildLab(ctx context.Context) error {
 	return nil
 }
 
+// tunnelInterface is the federation's WireGuard interface.
+func (r *labRun) tunnelInterface() string {
+	if r.f.Overlay.Interface != "" {
+		return r.f.Overlay.Interface
+	}
+	return spec.DefaultInterface
+}
+
 // tunnelMTU reads the MTU of the first measured gateway's WireGuard
 // interface, so the standalone tunnel gets the same (1420 if unreadable).
 func (r *labRun) tunnelMTU(ctx context.Context) int {
-	iface := r.f.Overlay.Interface
-	if iface == "" {
-		iface = spec.DefaultInterface
-	}
-	if v, err := readSys(ctx, r.l.SiteGateways(r.a)[0], iface+"/mtu"); err == nil {
+	if v, err := readSys(ctx, r.l.SiteGateways(r.a)[0], r.tunnelInterface()+"/mtu"); err == nil {
 		return v
 	}
 	return 1420

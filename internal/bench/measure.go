@@ -32,6 +32,9 @@ type path struct {
 	// keepOffloads leaves the wire interfaces' segmentation as it is (on
 	// machines bench does not own).
 	keepOffloads bool
+	// cost reads the CPU time of the machine and of the path's userspace
+	// WireGuard processes.
+	cost costMeter
 }
 
 // wireIface is a network interface in some place.
@@ -49,6 +52,7 @@ type pathResult struct {
 	udp      []UDPResult
 	overhead *OverheadResult
 	loaded   *LoadedResult
+	memory   *MemoryResult
 	errs     []string
 }
 
@@ -94,6 +98,13 @@ func measurePath(ctx context.Context, s Settings, p *path, progress func(string,
 			r.overhead = &o
 		}
 	}
+	if p.cost.pids != nil {
+		if m, err := memoryOf(name, p.cost.pids()); err != nil {
+			r.fail("memory", err)
+		} else {
+			r.memory = &m
+		}
+	}
 	progress("%s: latency under load (ping during a bulk TCP transfer)", name)
 	var idle Summary
 	if r.rtt != nil {
@@ -131,21 +142,36 @@ func millis(ds []time.Duration) []float64 {
 
 // measureTCP runs one timed iperf3 TCP test.
 func measureTCP(ctx context.Context, p *path, d time.Duration, streams int) (TCPResult, error) {
-	r, err := transfer{from: p.from, to: p.to, port: p.port, duration: d, streams: streams}.run(ctx)
+	r, c, err := p.costed(ctx, transfer{from: p.from, to: p.to, port: p.port, duration: d, streams: streams})
 	if err != nil {
 		return TCPResult{}, err
 	}
-	return TCPResult{Path: p.info.Name, Streams: streams, Mbps: round(r.Mbps, 1), Retransmits: r.Retransmits, Seconds: round(r.Seconds, 2)}, nil
+	return TCPResult{Path: p.info.Name, Streams: streams, Mbps: round(r.Mbps, 1), Retransmits: r.Retransmits, Seconds: round(r.Seconds, 2), Cost: c}, nil
 }
 
 // measureUDP runs one timed iperf3 UDP test at an offered rate.
 func measureUDP(ctx context.Context, p *path, d time.Duration, rate float64) (UDPResult, error) {
-	r, err := transfer{from: p.from, to: p.to, port: p.port, duration: d, udpMbps: rate}.run(ctx)
+	r, c, err := p.costed(ctx, transfer{from: p.from, to: p.to, port: p.port, duration: d, udpMbps: rate})
 	if err != nil {
 		return UDPResult{}, err
 	}
 	return UDPResult{Path: p.info.Name, OfferedMbps: rate, SentMbps: round(r.SentMbps, 1), Mbps: round(r.Mbps, 1),
-		LossPct: round(r.LostPercent, 3), JitterMs: round(r.JitterMs, 4)}, nil
+		LossPct: round(r.LostPercent, 3), JitterMs: round(r.JitterMs, 4), Cost: c}, nil
+}
+
+// costed runs t and measures its CPU cost per gigabyte received. A cost
+// that cannot be read is left out (0); the transfer still counts.
+func (p *path) costed(ctx context.Context, t transfer) (iperfResult, Cost, error) {
+	before, berr := p.cost.sample()
+	r, err := t.run(ctx)
+	if err != nil {
+		return r, Cost{}, err
+	}
+	var c Cost
+	if after, aerr := p.cost.sample(); berr == nil && aerr == nil {
+		c.CPUSecondsPerGB, c.WgdevCPUSecondsPerGB = p.cost.perGB(before, after, r.Bytes)
+	}
+	return r, c, nil
 }
 
 // measureOverhead sends a fixed number of bytes over TCP and counts the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fednet/fednet/internal/lab"
 	"github.com/fednet/fednet/internal/spec"
+	"github.com/fednet/fednet/internal/wgdev"
 )
 
 // standaloneIface is the WireGuard interface of the reference lab's
@@ -53,8 +54,8 @@ func referenceSpec(f *spec.Federation, a, b string) *spec.Federation {
 
 // startStandalone joins the two sites of the reference lab r with a plain
 // WireGuard tunnel, configured by hand as an operator without fednet would:
-// a userspace device per gateway (`fednet wgdev`, which is wireguard-go and
-// nothing else), `wg set` with fresh keys, the tunnel MTU mtu, a route to
+// a userspace device per gateway (`fednet wgdev --tun wireguard-go --aqm
+// off`, which is wireguard-go and nothing else), `wg set` with fresh keys, the tunnel MTU mtu, a route to
 // the other site's prefixes and IP forwarding. No firewall, no agent.
 func startStandalone(ctx context.Context, r *lab.Lab, binary string, mtu int) error {
 	gws := r.Gateways()
@@ -77,7 +78,10 @@ func startStandalone(ctx context.Context, r *lab.Lab, binary string, mtu int) er
 			return fmt.Errorf("standalone key of %s: %w", gw, err)
 		}
 		ends[i] = end{node: gw, keyFile: keyFile, pub: k.PublicKey()}
-		p, err := r.Start(gw, binary, "wgdev", standaloneIface)
+		// wireguard-go's own TUN device and queues: the reference is
+		// wireguard-go as it comes, without fednet's offloads and queue
+		// management.
+		p, err := r.Start(gw, binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), "--aqm", "off", standaloneIface)
 		if err != nil {
 			return err
 		}

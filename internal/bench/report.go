@@ -90,13 +90,15 @@ func modeTables(m ModeResult) []table {
 		rtt.rows = append(rtt.rows, []string{r.Path, strconv.Itoa(r.Sent), strconv.Itoa(r.Received), strconv.FormatFloat(r.LossPct, 'f', 1, 64),
 			f(s.P50, 3), f(s.P90, 3), f(s.P99, 3), f(s.Mean, 3), f(s.StdDev, 3), f(s.Min, 3), f(s.Max, 3)})
 	}
-	tcp := table{title: name + ": TCP throughput (iperf3)", header: []string{"path", "streams", "Mbit/s", "retransmits", "seconds"}}
+	tcp := table{title: name + ": TCP throughput (iperf3)", header: []string{"path", "streams", "Mbit/s", "retransmits", "seconds", "CPU s/GB (machine)", "wgdev CPU s/GB"}}
 	for _, t := range m.TCP {
-		tcp.rows = append(tcp.rows, []string{t.Path, strconv.Itoa(t.Streams), f(t.Mbps, 1), strconv.Itoa(t.Retransmits), f(t.Seconds, 1)})
+		tcp.rows = append(tcp.rows, []string{t.Path, strconv.Itoa(t.Streams), f(t.Mbps, 1), strconv.Itoa(t.Retransmits), f(t.Seconds, 1),
+			f(t.CPUSecondsPerGB, 2), f(t.WgdevCPUSecondsPerGB, 2)})
 	}
-	udp := table{title: name + ": UDP at offered rates (iperf3)", header: []string{"path", "offered Mbit/s", "sent Mbit/s", "received Mbit/s", "loss %", "jitter ms"}}
+	udp := table{title: name + ": UDP at offered rates (iperf3)", header: []string{"path", "offered Mbit/s", "sent Mbit/s", "received Mbit/s", "loss %", "jitter ms", "CPU s/GB (machine)", "wgdev CPU s/GB"}}
 	for _, u := range m.UDP {
-		udp.rows = append(udp.rows, []string{u.Path, f(u.OfferedMbps, 0), f(u.SentMbps, 1), f(u.Mbps, 1), strconv.FormatFloat(u.LossPct, 'f', 2, 64), strconv.FormatFloat(u.JitterMs, 'f', 3, 64)})
+		udp.rows = append(udp.rows, []string{u.Path, f(u.OfferedMbps, 0), f(u.SentMbps, 1), f(u.Mbps, 1), strconv.FormatFloat(u.LossPct, 'f', 2, 64), strconv.FormatFloat(u.JitterMs, 'f', 3, 64),
+			f(u.CPUSecondsPerGB, 2), f(u.WgdevCPUSecondsPerGB, 2)})
 	}
 	ov := table{title: name + ": traffic overhead (fixed-size TCP transfer)", header: []string{"path", "payload bytes", "wire bytes", "wire packets", "wire / payload", "counted"}}
 	for _, o := range m.Overhead {
@@ -107,12 +109,67 @@ func modeTables(m ModeResult) []table {
 		ld.rows = append(ld.rows, []string{l.Path, f(l.IdleMs.P50, 3), f(l.LoadedMs.P50, 3), f(l.LoadedMs.P90, 3), f(l.LoadedMs.P99, 3), f(l.LoadedMs.Mean, 3), strconv.FormatFloat(l.LossPct, 'f', 1, 64), f(l.LoadMbps, 1)})
 	}
 	ts = append(ts, rtt, tcp, udp, ov, ld)
+	if len(m.Memory) > 0 {
+		mt := table{title: name + ": userspace WireGuard memory (peak resident, largest process of the path)", header: []string{"path", "processes", "peak MiB"}}
+		for _, x := range m.Memory {
+			mt.rows = append(mt.rows, []string{x.Path, strconv.Itoa(x.Processes), f(x.PeakRSSMiB, 1)})
+		}
+		ts = append(ts, mt)
+	}
 	if len(m.Delay) > 0 {
 		dt := table{title: name + ": TCP throughput against added round-trip delay", header: []string{"path", "added RTT ms", "measured RTT ms", "Mbit/s"}}
 		for _, d := range m.Delay {
 			dt.rows = append(dt.rows, []string{d.Path, strconv.FormatFloat(d.DelayMs, 'f', -1, 64), f(d.RTTMs, 3), f(d.Mbps, 1)})
 		}
 		ts = append(ts, dt)
+	}
+	return ts
+}
+
+// comparisonTables sets the modes side by side (empty for a run without
+// the figures, a live one).
+func comparisonTables(c Comparison) []table {
+	var ts []table
+	head := table{title: "fednet against standalone wireguard-go, bridged against routed", header: []string{"figure", "value"}}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{
+		{"TCP 1 stream bridged / routed", c.BridgedRouted1},
+		{"TCP 4 streams bridged / routed", c.BridgedRouted4},
+		{"TCP 1 stream fednet / standalone (routed)", c.Standalone1},
+		{"TCP 4 streams fednet / standalone (routed)", c.Standalone4},
+		{"RTT p50 fednet / standalone (routed, idle)", c.RTTP50},
+	} {
+		if r.v != 0 {
+			head.rows = append(head.rows, []string{r.name, f(r.v, 3)})
+		}
+	}
+	if len(head.rows) > 0 {
+		ts = append(ts, head)
+	}
+	if len(c.Loaded) > 0 {
+		t := table{title: "RTT under load (ms), fednet against standalone", header: []string{"mode", "fednet p50", "standalone p50", "fednet p99", "standalone p99", "p99 fednet / standalone", "fednet loss %", "standalone loss %"}}
+		for _, l := range c.Loaded {
+			t.rows = append(t.rows, []string{l.Mode, f(l.FednetP50Ms, 3), f(l.StandaloneP50Ms, 3), f(l.FednetP99Ms, 3), f(l.StandaloneP99Ms, 3), f(l.P99Ratio, 3),
+				strconv.FormatFloat(l.FednetLossPct, 'f', 1, 64), strconv.FormatFloat(l.StandaloneLossPct, 'f', 1, 64)})
+		}
+		ts = append(ts, t)
+	}
+	if len(c.UDP) > 0 {
+		t := table{title: "UDP received (Mbit/s), fednet against standalone", header: []string{"mode", "offered", "fednet", "standalone", "fednet / standalone", "fednet loss %", "standalone loss %"}}
+		for _, u := range c.UDP {
+			t.rows = append(t.rows, []string{u.Mode, f(u.OfferedMbps, 0), f(u.FednetMbps, 1), f(u.StandaloneMbps, 1), f(u.Ratio, 3),
+				strconv.FormatFloat(u.FednetLossPct, 'f', 2, 64), strconv.FormatFloat(u.StandaloneLossPct, 'f', 2, 64)})
+		}
+		ts = append(ts, t)
+	}
+	if len(c.Delay) > 0 {
+		t := table{title: "routed TCP (Mbit/s) against added delay, fednet against standalone", header: []string{"added RTT ms", "fednet", "standalone", "fednet / standalone"}}
+		for _, d := range c.Delay {
+			t.rows = append(t.rows, []string{strconv.FormatFloat(d.DelayMs, 'f', -1, 64), f(d.FednetMbps, 1), f(d.StandaloneMbps, 1), f(d.Ratio, 3)})
+		}
+		ts = append(ts, t)
 	}
 	return ts
 }
@@ -185,6 +242,12 @@ func markdown(r *Results, plots []plotFile) string {
 		b.WriteString("- " + n + "\n")
 	}
 	b.WriteString("\n")
+	if cts := comparisonTables(r.Comparison); len(cts) > 0 {
+		b.WriteString("## comparison\n\n")
+		for _, t := range cts {
+			b.WriteString(t.markdown())
+		}
+	}
 	for _, m := range r.Modes {
 		fmt.Fprintf(&b, "## %s\n\n", modeTitle(m))
 		for _, t := range modeTables(m) {
@@ -223,6 +286,12 @@ figure{display:inline-block;margin:.5em}figure img{width:520px;border:1px solid 
 		fmt.Fprintf(&b, "<li>%s</li>\n", html.EscapeString(n))
 	}
 	fmt.Fprintf(&b, "</ul>\n<p>Raw figures: <a href=\"%s\">%s</a>, tables: <a href=\"%s\">%s</a>.</p>\n", JSONFile, JSONFile, MDFile, MDFile)
+	if cts := comparisonTables(r.Comparison); len(cts) > 0 {
+		b.WriteString("<h2>comparison</h2>\n")
+		for _, t := range cts {
+			b.WriteString(t.html())
+		}
+	}
 	for _, m := range r.Modes {
 		fmt.Fprintf(&b, "<h2>%s</h2>\n", html.EscapeString(modeTitle(m)))
 		for _, p := range plots {
@@ -254,9 +323,17 @@ func Headline(r *Results) string {
 		x := m.Ratios
 		fmt.Fprintf(&b, "%s: RTT p50 overlay/underlay %s, TCP overlay/underlay %s (1 stream) %s (4), fednet/standalone wireguard-go %s (1) %s (4), traffic overhead %s (underlay %s)\n",
 			modeTitle(m), f(x.RTTP50, 2), f(x.Throughput1, 3), f(x.Throughput4, 3), f(x.Standalone1, 3), f(x.Standalone4, 3), f(x.Overhead, 4), f(x.OverheadUnderlay, 4))
+		for _, t := range m.TCP {
+			if t.Path == Overlay && t.CPUSecondsPerGB != 0 {
+				fmt.Fprintf(&b, "  TCP %d stream(s): %s Mbit/s, %s CPU s/GB (machine), %s wgdev CPU s/GB\n", t.Streams, f(t.Mbps, 1), f(t.CPUSecondsPerGB, 2), f(t.WgdevCPUSecondsPerGB, 2))
+			}
+		}
 		for _, e := range m.Errors {
 			fmt.Fprintf(&b, "  not measured: %s\n", e)
 		}
+	}
+	if c := r.Comparison; c.BridgedRouted1 != 0 {
+		fmt.Fprintf(&b, "bridged/routed TCP %s (1 stream) %s (4)\n", f(c.BridgedRouted1, 3), f(c.BridgedRouted4, 3))
 	}
 	for _, n := range r.Notes {
 		if strings.Contains(n, "not measured") {

@@ -24,8 +24,11 @@ type Results struct {
 	Target    Target    `json:"target"`
 	Settings  Settings  `json:"settings"`
 	// Ratios are the headline figures: those of the routed mode.
-	Ratios Ratios       `json:"ratios"`
-	Modes  []ModeResult `json:"modes"`
+	Ratios Ratios `json:"ratios"`
+	// Comparison sets figures of the modes side by side: fednet against
+	// the standalone tunnel, bridged against routed.
+	Comparison Comparison   `json:"comparison"`
+	Modes      []ModeResult `json:"modes"`
 	// Notes say what was not measured and why, and how to read figures.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -77,6 +80,7 @@ type ModeResult struct {
 	Overhead []OverheadResult `json:"overhead"`
 	Loaded   []LoadedResult   `json:"latency_under_load"`
 	Delay    []DelayResult    `json:"throughput_vs_delay"`
+	Memory   []MemoryResult   `json:"wgdev_memory,omitempty"`
 	Ratios   Ratios           `json:"ratios"`
 	Errors   []string         `json:"errors,omitempty"`
 }
@@ -99,6 +103,26 @@ type TCPResult struct {
 	Mbps        float64 `json:"mbps"`
 	Retransmits int     `json:"retransmits"`
 	Seconds     float64 `json:"seconds"`
+	Cost
+}
+
+// Cost is what a transfer cost in CPU time, per gigabyte received; 0:
+// not measured.
+type Cost struct {
+	// CPUSecondsPerGB is the busy time of all of the machine's CPUs
+	// (kernel included, and whatever else ran meanwhile).
+	CPUSecondsPerGB float64 `json:"cpu_s_per_gb,omitempty"`
+	// WgdevCPUSecondsPerGB is the user and system time of the path's
+	// userspace WireGuard processes (both ends; none on the underlay).
+	WgdevCPUSecondsPerGB float64 `json:"wgdev_cpu_s_per_gb,omitempty"`
+}
+
+// MemoryResult is the peak resident memory (VmHWM) of a path's userspace
+// WireGuard processes, the largest of them, at the end of the mode.
+type MemoryResult struct {
+	Path       string  `json:"path"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	Processes  int     `json:"processes"`
 }
 
 // UDPResult is one iperf3 UDP run at an offered rate.
@@ -109,6 +133,7 @@ type UDPResult struct {
 	Mbps        float64 `json:"received_mbps"`
 	LossPct     float64 `json:"loss_percent"`
 	JitterMs    float64 `json:"jitter_ms"`
+	Cost
 }
 
 // OverheadResult compares the bytes on the wire with the payload of a

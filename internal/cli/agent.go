@@ -349,6 +349,7 @@ func printChanges(w interface{ Write([]byte) (int, error) }, changes []dataplane
 }
 
 func newWgdevCmd() *cobra.Command {
+	var tunFlag, aqmFlag string
 	var fallbackPort uint16
 	cmd := &cobra.Command{
 		Use:   "wgdev IFNAME",
@@ -359,16 +360,44 @@ that "wg" and the agent configure it through. It runs until the interface is
 deleted or it gets SIGTERM. The agent starts it by itself when needed; you
 rarely run it by hand.
 
+The TUN device (--tun, or ` + wgdev.TUNEnv + ` in the environment, which the agent
+passes on): "offload" (the default) moves TCP, UDP and bridged networks' VXLAN
+across the kernel boundary in super-packets of up to 64 KiB, with every
+offload the kernel accepts; "no-tunnel" and "none" turn the VXLAN offload or
+all offloads off, as an older kernel would; "wireguard-go" is wireguard-go's
+own TUN device, as a standalone wireguard-go runs.
+
+Queue management (--aqm, or ` + wgdev.AQMEnv + `): CoDel keeps the packets waiting
+inside the device to a few milliseconds under load, dropping large packets of
+the flows that fill the queue ("on", the default; "off"; or
+"target=2ms,interval=20ms").
+
 With --tcp-fallback PORT, a peer whose UDP is blocked is reached over TLS on
 TCP PORT instead (docs/interop.md): the device accepts such streams on PORT,
 and dials a peer's PORT when a handshake sent over UDP goes unanswered for
 3 s; it goes back to UDP when UDP answers again.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if tunFlag == "" {
+				tunFlag = os.Getenv(wgdev.TUNEnv)
+			}
+			t, err := wgdev.ParseTUN(tunFlag)
+			if err != nil {
+				return fmt.Errorf("--tun: %w", err)
+			}
+			if aqmFlag == "" {
+				aqmFlag = os.Getenv(wgdev.AQMEnv)
+			}
+			q, err := wgdev.ParseAQM(aqmFlag)
+			if err != nil {
+				return fmt.Errorf("--aqm: %w", err)
+			}
 			logger := log.New(os.Stderr, "wgdev: ", log.LstdFlags)
-			return wgdev.Run(cmd.Context(), args[0], logger.Printf, wgdev.WithFallback(fallbackPort))
+			return wgdev.Serve(cmd.Context(), wgdev.Config{Name: args[0], TUN: t, AQM: q, FallbackPort: fallbackPort, Logf: logger.Printf})
 		},
 	}
+	cmd.Flags().StringVar(&tunFlag, "tun", "", "TUN device: offload, no-tunnel, none or wireguard-go (default offload, or $"+wgdev.TUNEnv+")")
+	cmd.Flags().StringVar(&aqmFlag, "aqm", "", "queue management: on, off, or target=DURATION,interval=DURATION (default on, or $"+wgdev.AQMEnv+")")
 	cmd.Flags().Uint16Var(&fallbackPort, "tcp-fallback", 0, "TCP port of the UDP-blocked fallback (TLS streams), 0 for none; the agent passes the plan's (443 by default)")
 	return cmd
 }

@@ -236,6 +236,18 @@ func (l *Lab) startDelayLine(ctx context.Context, site string, k int, gws []*Nod
 		return fmt.Errorf("finding this program to run the delay line: %w", err)
 	}
 	dev := tunName(k)
+	h, err := openNS(l.Internet.Namespace)
+	if err != nil {
+		return err
+	}
+	defer h.close()
+	// The kernel removes the TUN device of a delay line just stopped
+	// (Clear) after the process is gone, not with it: until then the new
+	// line could not create its device and waitLink would find the old
+	// one, which vanishes with the route through it.
+	if err := waitLinkGone(ctx, h, dev); err != nil {
+		return err
+	}
 	p, err := l.Start(l.Internet, exe, delayLineArg, dev, im.Delay.String(), im.Jitter.String(),
 		strconv.FormatFloat(im.Loss, 'g', -1, 64))
 	if err != nil {
@@ -244,11 +256,6 @@ func (l *Lab) startDelayLine(ctx context.Context, site string, k int, gws []*Nod
 	if err := os.WriteFile(l.impairFile(site, "pid"), []byte(strconv.Itoa(p.PID)+"\n"), 0o600); err != nil {
 		return errors.Join(err, p.Stop(ctx))
 	}
-	h, err := openNS(l.Internet.Namespace)
-	if err != nil {
-		return err
-	}
-	defer h.close()
 	link, err := waitLink(ctx, h, dev, p)
 	if err != nil {
 		return err
@@ -315,6 +322,26 @@ func delRules(n *Node, k int) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// waitLinkGone polls until no link dev exists (at most 5 s).
+func waitLinkGone(ctx context.Context, h *nsHandle, dev string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := h.nl.LinkByName(dev)
+		var notFound netlink.LinkNotFoundError
+		if errors.As(err, &notFound) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("delay line %s: the device of the previous delay line is still there: %w", dev, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // waitLink polls until the delay line has created its TUN device (at most

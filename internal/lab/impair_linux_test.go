@@ -62,6 +62,22 @@ func TestImpair(t *testing.T) {
 		}
 	})
 
+	// Replacing an impairment stops the old delay line and starts a new
+	// one on a device of the same name, which the kernel removes a moment
+	// after the old process is gone: each new delay must still be on the
+	// path, replacement after replacement (as bench's delay sweep does).
+	t.Run("Replace", func(t *testing.T) {
+		for _, d := range []time.Duration{5, 10, 25, 50, 100} {
+			d *= time.Millisecond
+			if err := l.Impair(ctx, azure.Site, Impairment{Delay: d}); err != nil {
+				t.Fatalf("delay %v: %v", d, err)
+			}
+			if r := ping(2, 50*time.Millisecond); r.Received == 0 || r.Min < 2*d-2*time.Millisecond {
+				t.Fatalf("after replacing the impairment by %v each way on azure's link and 20 ms on aws's: %v, want round trips above %v", d, r, 2*d)
+			}
+		}
+	})
+
 	t.Run("Clear", func(t *testing.T) {
 		pid := readPID(t, l, azure.Site)
 		for _, s := range []string{aws.Site, azure.Site} {

@@ -23,7 +23,12 @@
 // when Run returns; one Run created stays only as long as Run.
 package wgdev
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
 
 // MTU is the MTU the TUN interface is created with; the dataplane sets the
 // plan's MTU afterwards.
@@ -62,3 +67,114 @@ func validName(name string) error {
 // of the agent that starts it), makes the device log wireguard-go's
 // verbose messages: handshakes, keepalives, timers.
 const VerboseEnv = "FEDNET_WGDEV_VERBOSE"
+
+// ProfileEnv, when set in the environment of `fednet wgdev` (or of the
+// agent that starts it) to a directory, makes the device write a CPU
+// profile of itself there (wgdev-NAME-PID.pprof, for `go tool pprof`)
+// until it stops: to find where the data path spends its time.
+const ProfileEnv = "FEDNET_WGDEV_CPUPROFILE"
+
+// TUN says which TUN device the WireGuard device runs on.
+type TUN string
+
+const (
+	// TUNOffload is fednet's TUN device (package tundev) with every
+	// offload the kernel takes: TSO, USO and, on Linux 6.17+, UDP-tunnel
+	// GSO, so that bridged networks' VXLAN crosses in super-packets. The
+	// default.
+	TUNOffload TUN = "offload"
+	// TUNNoTunnel is fednet's device without UDP-tunnel GSO, as on a
+	// kernel before 6.17.
+	TUNNoTunnel TUN = "no-tunnel"
+	// TUNNone is fednet's device without offloads: one packet per system
+	// call.
+	TUNNone TUN = "none"
+	// TUNWireGuardGo is wireguard-go's own TUN device (TSO and USO), what
+	// a standalone wireguard-go runs on.
+	TUNWireGuardGo TUN = "wireguard-go"
+)
+
+// TUNs lists the valid TUN values.
+var TUNs = []TUN{TUNOffload, TUNNoTunnel, TUNNone, TUNWireGuardGo}
+
+// TUNEnv, when set in the environment of `fednet wgdev` (or of the agent
+// that starts it), chooses the TUN device when no flag does.
+const TUNEnv = "FEDNET_WGDEV_TUN"
+
+// ParseTUN checks a TUN value; "" is the default, TUNOffload.
+func ParseTUN(s string) (TUN, error) {
+	if s == "" {
+		return TUNOffload, nil
+	}
+	for _, t := range TUNs {
+		if string(t) == s {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("TUN device %q unknown: use one of %s", s, tunList())
+}
+
+func tunList() string {
+	var s []string
+	for _, t := range TUNs {
+		s = append(s, string(t))
+	}
+	return strings.Join(s, ", ")
+}
+
+// AQMEnv, when set in the environment of `fednet wgdev` (or of the agent
+// that starts it), configures the queue management (see ParseAQM); unset,
+// it is on with its defaults.
+const AQMEnv = "FEDNET_WGDEV_AQM"
+
+// AQM configures the queue management of the device's queues (package
+// aqm): CoDel with a target sojourn time and an interval.
+type AQM struct {
+	// Off turns it off: wireguard-go's queues as they are.
+	Off              bool
+	Target, Interval time.Duration
+}
+
+// ParseAQM reads an AQM setting: "off", "on" or "" (the defaults), or
+// "target=DURATION,interval=DURATION" (either may be left out).
+func ParseAQM(s string) (AQM, error) {
+	switch s {
+	case "", "on":
+		return AQM{}, nil
+	case "off":
+		return AQM{Off: true}, nil
+	}
+	var a AQM
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		d, err := time.ParseDuration(v)
+		if !ok || err != nil || d <= 0 {
+			return a, fmt.Errorf("queue management %q: want off, on, or target=DURATION,interval=DURATION (like target=2ms,interval=20ms)", s)
+		}
+		switch k {
+		case "target":
+			a.Target = d
+		case "interval":
+			a.Interval = d
+		default:
+			return a, fmt.Errorf("queue management %q: unknown setting %q; want target or interval", s, k)
+		}
+	}
+	return a, nil
+}
+
+// Config configures a userspace WireGuard device.
+type Config struct {
+	// Name is the interface.
+	Name string
+	// TUN is the TUN device; empty: TUNOffload.
+	TUN TUN
+	// AQM configures the queue management.
+	AQM AQM
+	// FallbackPort is the TCP port of the UDP-blocked fallback (see
+	// WithFallback); 0: none.
+	FallbackPort uint16
+	// Logf receives wireguard-go's error messages and the device's own
+	// notices; nil discards them.
+	Logf func(string, ...any)
+}

@@ -6,38 +6,74 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
 	"golang.zx2c4.com/wireguard/tun"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/fednet/fednet/internal/wgdev/aqm"
+	"github.com/fednet/fednet/internal/wgdev/tundev"
 )
 
-// Run creates the TUN interface name (or attaches to it), runs a WireGuard device on it and
-// serves the UAPI socket SocketPath(name) until one of these happens:
+// Run is Serve with the TUN device and queue management the environment
+// names (TUNEnv, AQMEnv; by default TUNOffload with queue management on)
+// and the options opts.
+func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Option) error {
+	t, err := ParseTUN(os.Getenv(TUNEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", TUNEnv, err)
+	}
+	q, err := ParseAQM(os.Getenv(AQMEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", AQMEnv, err)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return Serve(ctx, Config{Name: name, TUN: t, AQM: q, FallbackPort: o.fallbackPort, Logf: logf})
+}
+
+// Serve creates the TUN interface cfg.Name (or attaches to it), runs a
+// WireGuard device on it and serves the UAPI socket SocketPath(name) until
+// one of these happens:
 //
-//   - ctx is cancelled: Run returns nil;
+//   - ctx is cancelled: Serve returns nil;
 //   - the device closes, which wireguard-go does when reading the TUN fails,
-//     as it does once the interface is deleted (ip link del NAME): Run
+//     as it does once the interface is deleted (ip link del NAME): Serve
 //     returns nil;
-//   - the UAPI socket fails or is removed: Run returns an error.
+//   - the UAPI socket fails or is removed: Serve returns an error.
 //
 // On return the device is closed (which removes the interface, unless it
-// is a persistent TUN that existed before Run: then it stays), the socket
-// file is removed and every UAPI connection is closed. logf receives
-// wireguard-go's error messages and Run's own notices; nil discards them.
-// Run fails at once if the interface cannot be created or the socket is in
-// use by another live device.
-//
-// Options add to the device: WithFallback gives it the TCP fallback.
-func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Option) error {
+// is a persistent TUN that existed before Serve: then it stays), the socket
+// file is removed and every UAPI connection is closed. Serve fails at once
+// if the interface cannot be created or the socket is in use by another
+// live device. cfg.FallbackPort gives the device the TCP fallback
+// (WithFallback).
+func Serve(ctx context.Context, cfg Config) error {
+	name, logf := cfg.Name, cfg.Logf
 	if err := validName(name); err != nil {
 		return err
 	}
 	if logf == nil {
 		logf = device.DiscardLogf
 	}
-	tdev, err := tun.CreateTUN(name, MTU)
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		stop, err := startProfile(dir, name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", ProfileEnv, err)
+		}
+		defer stop()
+	}
+	tdev, err := createTUN(cfg.TUN, name, func(format string, args ...any) {
+		logf("wgdev %s: "+format, append([]any{name}, args...)...)
+	})
 	if err != nil {
 		return fmt.Errorf("creating TUN interface %s: %w", name, err)
 	}
@@ -61,17 +97,25 @@ func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Op
 			logf("wgdev %s: "+format, append([]any{name}, args...)...)
 		}
 	}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	bind, cleanup, err := newBind(name, o, logf)
+	bind, cleanup, err := newBind(name, options{fallbackPort: cfg.FallbackPort}, logf)
 	if err != nil {
 		tdev.Close()
 		file.Close()
 		return err
 	}
 	defer cleanup()
+	if !cfg.AQM.Off {
+		q := aqm.New(aqm.Config{Target: cfg.AQM.Target, Interval: cfg.AQM.Interval})
+		tdev, bind = q.TUN(tdev), q.Bind(bind)
+		stop, err := watchRoutes(q.RouteChanged)
+		if err != nil {
+			tdev.Close()
+			file.Close()
+			return fmt.Errorf("watching routes: %w", err)
+		}
+		defer stop()
+		defer func() { logf("wgdev %s: queue management: %v", name, q) }()
+	}
 	dev := device.NewDevice(tdev, bind, logger)
 	defer dev.Close()
 
@@ -138,4 +182,55 @@ func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Op
 		}
 		return fmt.Errorf("UAPI socket %s: %w", SocketPath(name), err)
 	}
+}
+
+// createTUN creates the TUN device t on the interface name.
+func createTUN(t TUN, name string, logf func(string, ...any)) (tun.Device, error) {
+	mode := tundev.All
+	switch t {
+	case TUNWireGuardGo:
+		logf("TUN device: wireguard-go's")
+		return tun.CreateTUN(name, MTU)
+	case TUNNoTunnel:
+		mode = tundev.NoTunnel
+	case TUNNone:
+		mode = tundev.None
+	case TUNOffload, "":
+	default:
+		return nil, fmt.Errorf("TUN device %q unknown: use one of %s", t, tunList())
+	}
+	return tundev.New(tundev.Config{Name: name, MTU: MTU, Mode: mode, Logf: logf})
+}
+
+// watchRoutes calls changed on every route change in the namespace until
+// stop is called.
+func watchRoutes(changed func()) (stop func(), err error) {
+	done := make(chan struct{})
+	ch := make(chan netlink.RouteUpdate, 16)
+	if err := netlink.RouteSubscribe(ch, done); err != nil {
+		return nil, err
+	}
+	go func() {
+		for range ch {
+			changed()
+		}
+	}()
+	return func() { close(done) }, nil
+}
+
+// startProfile writes a CPU profile of this process to
+// dir/wgdev-NAME-PID.pprof until stop is called.
+func startProfile(dir, name string) (stop func(), err error) {
+	f, err := os.Create(filepath.Join(dir, "wgdev-"+name+"-"+strconv.Itoa(os.Getpid())+".pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -8,3 +8,6 @@ import "context"
 func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Option) error {
 	return ErrUnsupported
 }
+
+// Serve is not supported on this platform; it returns ErrUnsupported.
+func Serve(ctx context.Context, cfg Config) error { return ErrUnsupported }

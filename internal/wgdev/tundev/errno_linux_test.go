@@ -1,0 +1,5 @@
+package tundev_test
+
+import "syscall"
+
+var syscallECONNREFUSED error = syscall.ECONNREFUSED
