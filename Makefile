@@ -5,7 +5,7 @@ BIN      := bin/fednet
 APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools
 FUZZTIME ?= 10s
 
-.PHONY: all deps build test unit fuzz check demo bench bench-abw clean
+.PHONY: all deps build test unit fuzz check demo bench bench-abw faults clean
 
 all: build
 
@@ -53,6 +53,16 @@ bench: deps build
 ABW_RUNS ?= 10
 bench-abw: deps
 	$(GO) test -count=1 -timeout 30m -run 'TestBenchABW' -v ./internal/abw -abw.runs $(ABW_RUNS) -abw.table $(CURDIR)/bench-abw.md
+
+# faults runs the fault suite (docs/resilience.md) on examples/ha.yaml as
+# root, with the manager running and with --manager-down, writes the JSON
+# reports to faults.json and faults-manager-down.json and prints them. It
+# fails when a check of issue 11's thresholds fails. `make test` runs the
+# short form (TestShortSuite).
+faults: deps build
+	@./$(BIN) lab faults --json > faults.json; a=$$?; cat faults.json; \
+	./$(BIN) lab faults --manager-down --json > faults-manager-down.json; b=$$?; cat faults-manager-down.json; \
+	test $$a = 0 && test $$b = 0
 
 clean:
 	rm -rf bin

@@ -101,7 +101,7 @@ func (r *runner) prepareGateway(ctx context.Context, name string) (*instance, er
 		if standby == nil {
 			return nil, fmt.Errorf("site %s has no standby gateway", r.haSite)
 		}
-		in.target = active.Name + " | " + standby.Name
+		in.target = active.Name + "," + standby.Name
 		in.blast.Gateways = []string{active.Name, standby.Name}
 		in.inject = func(ctx context.Context) error { return r.l.Separate(ctx, active, standby, true) }
 		in.repair = func(ctx context.Context) error { return r.l.Separate(ctx, active, standby, false) }

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -226,8 +227,14 @@ func (p *Prober) send() {
 			m := icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: int(p.ids[i]), Seq: int(seq), Data: []byte("fednet-lab")}}
 			b, err := m.Marshal(buf[:0])
 			if err == nil {
-				// A failed send is a lost probe: the log has it unanswered.
-				_, _ = p.conns[t.From].WriteTo(b, &net.IPAddr{IP: t.To.AsSlice()})
+				// An ICMP error for an earlier probe of the socket (another
+				// target's "host unreachable") may fail this send; try once
+				// more. A send that fails again is a lost probe: the log has
+				// it unanswered.
+				to := &net.IPAddr{IP: t.To.AsSlice()}
+				if _, err := p.conns[t.From].WriteTo(b, to); err != nil {
+					_, _ = p.conns[t.From].WriteTo(b, to)
+				}
 			}
 		}
 		seq++
@@ -245,11 +252,19 @@ func (p *Prober) send() {
 func (p *Prober) read(c *icmp.PacketConn, byID map[uint16]int) {
 	defer p.reading.Done()
 	buf := make([]byte, 1500)
-	for {
+	for failed := 0; failed < 1000; {
 		n, from, err := c.ReadFrom(buf)
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return // closed by Stop
 		}
+		if err != nil {
+			// A pending ICMP error of the socket (an unreachable target)
+			// is reported once by a read; the next read goes on. A socket
+			// that only fails is given up.
+			failed++
+			continue
+		}
+		failed = 0
 		now := time.Since(p.start)
 		m, err := icmp.ParseMessage(1, buf[:n])
 		if err != nil || m.Type != ipv4.ICMPTypeEchoReply {

@@ -13,8 +13,9 @@ import (
 type TransferConfig struct {
 	// Duration of the transfer, rounded up to whole seconds (at least 1).
 	Duration time.Duration
-	// Rate caps the sender in bit/s (iperf3 -b); 0 sends as fast as TCP
-	// goes.
+	// Rate caps the sender in bit/s with the kernel's TCP pacing (iperf3
+	// --fq-rate), 0 for no cap. Unlike iperf3 -b, which keeps an average,
+	// a sender held up by an outage does not burst to catch up afterwards.
 	Rate float64
 	// Interval is the receiver's reporting interval (default 500 ms, at
 	// least 100 ms).
@@ -87,7 +88,7 @@ func StartTransfer(ctx context.Context, client, server *Node, to netip.Addr, cfg
 	args := []string{"-c", to.String(), family, "-p", port, "-t", strconv.Itoa(secs), "-P", "1", "-J",
 		"--get-server-output", "-i", strconv.FormatFloat(iv.Seconds(), 'f', -1, 64), "--connect-timeout", "3000"}
 	if cfg.Rate > 0 {
-		args = append(args, "-b", strconv.FormatFloat(cfg.Rate, 'f', 0, 64))
+		args = append(args, "--fq-rate", strconv.FormatFloat(cfg.Rate, 'f', 0, 64))
 	}
 	t := &Transfer{Start: time.Now(), done: make(chan struct{})}
 	go func() {
