@@ -68,8 +68,8 @@ type Config struct {
 	// repair (default 30 s); BaselineTimeout the wait before a fault
 	// (default 30 s); ConvergeTimeout the first convergence (default 60 s).
 	RecoverTimeout, BaselineTimeout, ConvergeTimeout time.Duration
-	// TransferRate caps the TCP transfer in bit/s (default 20 Mbit/s), so
-	// that it does not starve the probes of CPU on a small machine.
+	// TransferRate caps the TCP transfer in bit/s (0: 20 Mbit/s), so that
+	// it does not starve the probes of CPU on a small machine.
 	TransferRate float64
 	// FlapPeriod and FlapDuration shape link-flap: the link is cut and
 	// restored every FlapPeriod for FlapDuration (default 2 s and 20 s).
@@ -159,13 +159,15 @@ func (c *Config) defaults() error {
 	}
 	switch {
 	case c.Interval < lab.MinProbeInterval:
-		return fmt.Errorf("probe interval %v: use at least %v", c.Interval, lab.MinProbeInterval)
-	case c.Settle < 0 || c.Hold < 0 || c.After < time.Second:
-		return fmt.Errorf("settle %v, hold %v, after %v: none may be negative, and after at least 1s", c.Settle, c.Hold, c.After)
+		return fmt.Errorf("probe interval (--interval) %v: use at least %v", c.Interval, lab.MinProbeInterval)
+	case c.Settle < 0 || c.Hold < 0:
+		return fmt.Errorf("settle %v, hold (--hold) %v: neither may be negative", c.Settle, c.Hold)
+	case c.After < time.Second:
+		return fmt.Errorf("transfer after the repair (--after) %v: use at least 1s", c.After)
 	case c.FlapPeriod <= 0 || c.FlapDuration < 2*c.FlapPeriod:
 		return fmt.Errorf("flap period %v over %v: the flap needs at least one cut and one restore", c.FlapPeriod, c.FlapDuration)
 	case c.TransferRate < 0:
-		return fmt.Errorf("transfer rate %g: use a positive bit rate", c.TransferRate)
+		return fmt.Errorf("transfer rate (--transfer-mbps) %g bit/s: use a positive rate, or 0 for the default", c.TransferRate)
 	}
 	return nil
 }
@@ -181,7 +183,6 @@ type runner struct {
 	targets     []lab.ProbeTarget
 	hosts       map[string]*lab.Node // by name
 	haSite      string
-	byHand      bool // the suite holds the HA site's virtual address
 	managerDown bool
 	start       time.Time
 	out         io.Writer
@@ -331,7 +332,6 @@ func (r *runner) federate(ctx context.Context, bridged []lab.BridgedNetwork, rep
 			if err := l.HoldVirtualAddress(ctx, active); err != nil {
 				return err
 			}
-			r.byHand = true
 			rep.VirtualAddress = "suite"
 		}
 	}
