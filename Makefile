@@ -1,11 +1,23 @@
 # One command per habit. CI runs `make test`, exactly as the README says.
 GO       ?= go
 BIN      := bin/fednet
-# Debian packages the lab, the demo and the tests use.
-APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools
+# Debian packages the lab, the demo and the tests use (systemd for
+# systemd-analyze, rpm to read the .rpm: the package test).
+APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm
 FUZZTIME ?= 10s
+# Tools: nFPM builds the packages (a release that builds with this Go; later
+# ones need modules the module proxy refuses); moto emulates the EC2 API for
+# the AWS tests (a release that runs on Python 3.11).
+TOOLS        := $(CURDIR)/bin/tools
+NFPM_VERSION := v2.45.0
+NFPM         := $(TOOLS)/nfpm
+MOTO_VERSION := 5.2.1
+# Packages: make package VERSION=1.2.3 [ARCH=arm64] [PKG_DIR=dir]
+VERSION ?= 0.1.0
+ARCH    ?= $(shell $(GO) env GOARCH)
+PKG_DIR ?= build/pkg
 
-.PHONY: all deps build test unit fuzz check demo bench bench-abw faults clean
+.PHONY: all deps build test unit fuzz check demo bench bench-abw faults package clean
 
 all: build
 
@@ -21,6 +33,15 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 	$(GO) mod download
+	@$(MAKE) -s $(NFPM)
+	@if command -v python3 >/dev/null; then \
+	  python3 -c 'import moto.server' 2>/dev/null || { echo "installing moto $(MOTO_VERSION)"; \
+	    python3 -m pip install -q 'moto[server]==$(MOTO_VERSION)' || \
+	    python3 -m pip install -q --break-system-packages 'moto[server]==$(MOTO_VERSION)'; }; \
+	else echo "python3 is missing: the AWS tests (moto) will skip"; fi
+
+$(NFPM):
+	GOBIN=$(TOOLS) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 
 build:
 	$(GO) build -o $(BIN) ./cmd/fednet
@@ -35,6 +56,9 @@ unit:
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/spec
+	$(GO) test -run='^$$' -fuzz=FuzzPlanOwnership -fuzztime=$(FUZZTIME) ./internal/dataplane
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./internal/probe
+	$(GO) test -run='^$$' -fuzz='^FuzzParseJoinToken$$' -fuzztime=$(FUZZTIME) ./internal/api
 
 test: deps build check unit fuzz
 
@@ -52,7 +76,19 @@ bench: deps build
 # runs the short form (TestLabEstimate).
 ABW_RUNS ?= 10
 bench-abw: deps
-	$(GO) test -count=1 -timeout 30m -run 'TestBenchABW' -v ./internal/abw -abw.runs $(ABW_RUNS) -abw.table $(CURDIR)/bench-abw.md
+	$(GO) test -count=1 -timeout 30m -run 'TestBenchABW' -v ./internal/abw/abwlab -abw.runs $(ABW_RUNS) -abw.table $(CURDIR)/bench-abw.md
+
+# package builds the .deb and the .rpm (docs/deploy.md): a static binary,
+# the systemd units, the example settings, and man pages generated from the
+# commands.
+package: $(NFPM)
+	rm -rf build/man && mkdir -p build/man $(PKG_DIR)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -o build/fednet ./cmd/fednet
+	$(GO) run ./cmd/fednet docs --man build/man
+	gzip -9nf build/man/*.1
+	for p in deb rpm; do \
+	  VERSION=$(VERSION) ARCH=$(ARCH) $(NFPM) package --config packaging/nfpm.yaml --packager $$p --target $(PKG_DIR)/ || exit 1; \
+	done
 
 # faults runs the fault suite (docs/resilience.md) on examples/ha.yaml as
 # root, with the manager running and with --manager-down, writes the JSON
@@ -65,4 +101,4 @@ faults: deps build
 	test $$a = 0 && test $$b = 0
 
 clean:
-	rm -rf bin
+	rm -rf bin build

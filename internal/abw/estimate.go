@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"slices"
+	"syscall"
 	"time"
 )
 
@@ -337,7 +338,7 @@ func (p *prober) stream(payload, k int, period time.Duration) (*sent, error) {
 		st.times[i] = now.UnixNano()
 		encodeProbe(buf, probe{session: p.session, stream: st.stream, seq: uint16(i), count: uint16(k), sent: st.times[i]})
 		if _, err := p.conn.Write(buf); err != nil {
-			return nil, fmt.Errorf("sending available-bandwidth probes to %s: %w", p.conn.RemoteAddr(), err)
+			return nil, p.sendError("sending available-bandwidth probes", err)
 		}
 		p.bytes += int64(st.frame)
 		p.packets++
@@ -387,7 +388,7 @@ func (p *prober) collect(ctx context.Context, streams []*sent) ([]report, error)
 	for attempt := 0; attempt < 3 && got < len(streams); attempt++ {
 		req := encodeRequest(request{session: p.session, first: first, n: uint16(len(streams))})
 		if _, err := p.conn.Write(req); err != nil {
-			return nil, fmt.Errorf("asking %s for available-bandwidth reports: %w", p.conn.RemoteAddr(), err)
+			return nil, p.sendError("asking for available-bandwidth reports", err)
 		}
 		deadline := time.Now().Add(p.cfg.Timeout / 3)
 		for got < len(streams) {
@@ -402,7 +403,7 @@ func (p *prober) collect(ctx context.Context, streams []*sent) ([]report, error)
 					break
 				}
 				// ICMP port unreachable shows as a read error: nobody listens.
-				return nil, fmt.Errorf("no available-bandwidth responder at %s (is the agent running there, and port %d open?): %w", p.conn.RemoteAddr(), Port, err)
+				return nil, p.noResponder(err)
 			}
 			rep, err := decodeReport(buf[:n])
 			if err != nil || rep.session != p.session || rep.stream < first || rep.stream >= first+uint32(len(streams)) {
@@ -423,6 +424,21 @@ func (p *prober) collect(ctx context.Context, streams []*sent) ([]report, error)
 		out[i].stream, out[i].count = st.stream, uint16(st.count)
 	}
 	return out, nil
+}
+
+// noResponder is the error for a socket error that means nobody listens
+// at the responder's address (ICMP port unreachable).
+func (p *prober) noResponder(err error) error {
+	return fmt.Errorf("no available-bandwidth responder at %s (is the agent running there, and port %d open?): %w", p.conn.RemoteAddr(), Port, err)
+}
+
+// sendError wraps an error writing to the responder: an earlier probe's
+// ICMP port unreachable shows on the next write as ECONNREFUSED.
+func (p *prober) sendError(what string, err error) error {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return p.noResponder(err)
+	}
+	return fmt.Errorf("%s to %s: %w", what, p.conn.RemoteAddr(), err)
 }
 
 // delays returns a stream's one-way delays in sending order (ns as

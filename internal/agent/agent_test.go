@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/agent"
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/spec"
@@ -73,24 +74,18 @@ func (l *logs) has(s string) bool {
 	return false
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually waits up to 5 s for cond (await.Until).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.Until(t, 5*time.Second, func() (bool, string) { return cond(), "waiting for " + what })
 }
 
 func mtu(fake *dataplane.Fake) int {
-	s := fake.State()
-	if s.Link == nil {
+	t, ok := fake.State().Tunnel("fed0")
+	if !ok {
 		return 0
 	}
-	return s.Link.MTU
+	return t.Link.MTU
 }
 
 func TestOnceIsIdempotent(t *testing.T) {
@@ -110,7 +105,7 @@ func TestOnceIsIdempotent(t *testing.T) {
 	if err != nil || len(changes) == 0 {
 		t.Fatalf("down: %v %v", changes, err)
 	}
-	if s := fake.State(); s.Link != nil || s.Table != nil {
+	if s := fake.State(); !s.IsEmpty() {
 		t.Errorf("down left %+v", s)
 	}
 }
@@ -155,7 +150,7 @@ func TestRunFollowsThePlanFile(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run returned %v after cancel", err)
 	}
-	if s := fake.State(); s.Link == nil || s.Table == nil {
+	if s := fake.State(); len(s.Tunnels) == 0 || s.Table == nil {
 		t.Error("stopping the agent removed the data plane")
 	}
 }
@@ -184,10 +179,10 @@ func TestRunRepairsDrift(t *testing.T) {
 	eventually(t, "the first apply", func() bool { return mtu(fake) == g.Tunnels[0].MTU })
 	// Someone deletes the tunnel by hand: the next resync brings it back.
 	s := fake.State()
-	s.Link, s.WireGuard, s.Routes = nil, nil, nil
+	s.Tunnels, s.Routes = nil, nil
 	fake.SetState(s)
 	eventually(t, "the repair", func() bool {
 		s := fake.State()
-		return s.Link != nil && len(s.Routes) == len(g.Routes)
+		return len(s.Tunnels) == 1 && len(s.Routes) == len(g.Routes)
 	})
 }

@@ -195,50 +195,53 @@ func (b *bandwidth) schedule(ctx context.Context) {
 
 // measureLoop long-polls the manager for relayed measurements
 // (api.PathMeasurements), runs each and sends the result back, until ctx
-// ends. Failures back off as the plan watch does.
-func (m *managed) measureLoop(ctx context.Context) {
+// ends. Failures back off as the plan watch does; the refusals the plan
+// watch logs are not logged again.
+func (s *managerSource) measureLoop(ctx context.Context) {
 	var out outage
-	bo := m.backoff()
+	bo := s.backoff()
 	for ctx.Err() == nil {
-		m.mu.Lock()
-		cl, gw := m.cl, m.cred.Gateway
-		m.mu.Unlock()
+		s.mu.Lock()
+		cl, gw := s.cl, s.cred.Gateway
+		s.mu.Unlock()
 		req, err := cl.NextMeasurement(ctx, gw, DefaultWatchTimeout)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			out.failed(m.logf, "waiting for measurement requests", err)
+			if !watchSaysIt(err) {
+				out.failed(s.logf, "waiting for measurement requests", err)
+			}
 			if !sleep(ctx, bo.next()) {
 				return
 			}
 			continue
 		}
-		out.recovered(m.logf)
+		out.recovered(s.logf)
 		bo.reset()
 		if req == nil {
 			continue
 		}
-		res := m.measure(ctx, *req)
+		res := s.measure(ctx, *req)
 		if err := cl.PutMeasurement(ctx, gw, req.ID, res); err != nil && ctx.Err() == nil {
-			m.logf("sending the result of measurement %s: %v", req.ID, err)
+			s.logf("sending the result of measurement %s: %v", req.ID, err)
 		}
 	}
 }
 
 // measure runs one relayed measurement.
-func (m *managed) measure(ctx context.Context, req api.Measurement) api.BandwidthResult {
+func (s *managerSource) measure(ctx context.Context, req api.Measurement) api.BandwidthResult {
 	r := api.BandwidthResult{To: req.To}
 	if req.Kind != api.MeasurementBandwidth {
 		r.Error = fmt.Sprintf("this agent does not know measurement kind %q; upgrade it", req.Kind)
 		return r
 	}
-	res, err := m.bw.Estimate(ctx, req.To)
+	res, err := s.loop.estimate(ctx, req.To)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	m.logf("available bandwidth to %s (asked through the manager): %.1f Mbit/s (range %.1f–%.1f)", req.To, res.Estimate/1e6, res.Low/1e6, res.High/1e6)
+	s.logf("available bandwidth to %s (asked through the manager): %.1f Mbit/s (range %.1f–%.1f)", req.To, res.Estimate/1e6, res.Low/1e6, res.High/1e6)
 	return api.BandwidthResult{
 		To: req.To, LowBps: res.Low, HighBps: res.High, EstimateBps: res.Estimate, ADRBps: res.ADR,
 		Converged: res.Converged, Bytes: res.Bytes, Packets: res.Packets, Seconds: res.Duration.Seconds(), Fleets: len(res.Fleets),

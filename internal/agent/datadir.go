@@ -27,7 +27,8 @@ const (
 	NewKeyFile = "private.key.new"
 	// CredentialFile holds the Credential, mode 0600.
 	CredentialFile = "credential.json"
-	// PlanFile holds the last applied api.PlanResponse, so that a restarted
+	// PlanFile holds the last api.PlanResponse the agent took from the
+	// manager (written just before it is applied), so that a restarted
 	// agent restores its tunnels without the manager.
 	PlanFile = "plan.json"
 )

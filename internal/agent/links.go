@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
-	"github.com/fednet/fednet/internal/backend"
+	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/probe"
@@ -103,8 +103,8 @@ func (ls *links) Update(g plan.Gateway) {
 	ls.updateResponderLocked(local)
 	want := map[string]netip.Addr{}
 	for _, p := range g.Peers {
-		if p.WireGuard.PublicKey.IsZero() {
-			continue // not on the device
+		if !dataplane.Ready(p) {
+			continue // no tunnel yet
 		}
 		if a, ok := peerTransit(g, p); ok {
 			want[p.Gateway] = a
@@ -359,43 +359,46 @@ func (c ProbeConfig) withMetrics(m *metrics.Agent) ProbeConfig {
 }
 
 // linkStatuses returns the links of plan g as a status report carries
-// them: the WireGuard peers' handshakes and counters (when peers is set),
-// the probe figures (when ls is set) and the available-bandwidth estimate
-// (when m has one).
-func linkStatuses(ctx context.Context, g plan.Gateway, peers PeerReader, ls *links, m *metrics.Agent, logf func(string, ...any)) []api.LinkStatus {
-	stats := map[plan.Key]PeerStats{}
-	if t, ok := g.Tunnel(backend.WireGuard); peers != nil && ok {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		list, err := peers.Peers(pctx, t.Name)
+// them: the data plane's view of each link (established, handshake,
+// counters; when st is set), the probe figures (when ls is set) and the
+// available-bandwidth estimate (when m has one). Peers whose link the data
+// plane does not set up yet are left out.
+func linkStatuses(ctx context.Context, g plan.Gateway, st dataplane.Dataplane, ls *links, m *metrics.Agent, logf func(string, ...any)) []api.LinkStatus {
+	var states []dataplane.LinkState
+	if st != nil {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		states, err = st.Status(sctx, g)
 		cancel()
 		if err != nil {
-			logf("reading WireGuard peers: %v", err)
+			logf("reading the links' state: %v", err)
 		}
-		for _, p := range list {
-			stats[p.PublicKey] = p
+	} else {
+		for _, p := range g.Peers {
+			if dataplane.Ready(p) {
+				states = append(states, dataplane.LinkState{Peer: p.Gateway, Backend: p.Backend, Endpoint: p.Endpoint})
+			}
 		}
+	}
+	peers := map[string]plan.Peer{}
+	for _, p := range g.Peers {
+		peers[p.Gateway] = p
 	}
 	now := time.Now()
 	out := []api.LinkStatus{}
-	for _, p := range g.Peers {
-		if p.WireGuard.PublicKey.IsZero() {
-			continue // not on the device: the dataplane skips it
+	for _, s := range states {
+		l := api.LinkStatus{
+			Peer: s.Peer, Backend: s.Backend, Established: s.Established,
+			PublicKey: peers[s.Peer].WireGuard.PublicKey, Endpoint: s.Endpoint,
+			LastHandshake: s.LastHandshake, RxBytes: s.RxBytes, TxBytes: s.TxBytes,
 		}
-		l := api.LinkStatus{Peer: p.Gateway, PublicKey: p.WireGuard.PublicKey, Endpoint: p.Endpoint}
-		if s, ok := stats[p.WireGuard.PublicKey]; ok {
-			if s.Endpoint != "" {
-				l.Endpoint = s.Endpoint
-			}
-			l.LastHandshake = s.LastHandshake
-			if !s.LastHandshake.IsZero() {
-				l.HandshakeAge = max(now.Sub(s.LastHandshake), 0)
-			}
-			l.RxBytes, l.TxBytes = s.RxBytes, s.TxBytes
+		if !s.LastHandshake.IsZero() {
+			l.HandshakeAge = max(now.Sub(s.LastHandshake), 0)
 		}
 		if ls != nil {
-			l.Probe = ls.Probe(p.Gateway, now)
+			l.Probe = ls.Probe(s.Peer, now)
 		}
-		if bps, ok := m.AvailableBandwidth(p.Gateway); ok {
+		if bps, ok := m.AvailableBandwidth(s.Peer); ok {
 			l.AvailableBandwidth = bps
 		}
 		out = append(out, l)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/probe"
@@ -26,19 +27,15 @@ func loopPlan(name, self, peerName, peer string) plan.Gateway {
 	}
 }
 
+// waitFor waits up to 10 s for f to return nil (await.Until).
 func waitFor(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
+	await.Until(t, 10*time.Second, await.NoError(func() error {
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	}))
 }
 
 // TestLinksProbeEachOther: two link monitors on loopback addresses answer

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/client"
@@ -44,9 +47,6 @@ type ManagedConfig struct {
 	// NewDataplane returns the dataplane of this machine for a private key.
 	// It is called at start and after each key rotation. Required.
 	NewDataplane func(privateKey plan.Key) (dataplane.Dataplane, error)
-	// Peers reads the WireGuard peers for status reports; nil reports links
-	// without handshakes or counters.
-	Peers PeerReader
 	// StatusInterval is the period of status reports (default
 	// DefaultStatusInterval); a report also follows every apply.
 	StatusInterval time.Duration
@@ -67,16 +67,18 @@ type ManagedConfig struct {
 	// Metrics, when set, is fed the agent's figures (see metrics.Agent).
 	Metrics *metrics.Agent
 	// BackoffMin and BackoffMax bound the exponential backoff, with full
-	// jitter, while the manager cannot be reached (defaults
-	// DefaultBackoffMin, DefaultBackoffMax).
+	// jitter, while the manager cannot be reached, does not know the
+	// gateway or has no plan for it (defaults DefaultBackoffMin,
+	// DefaultBackoffMax).
 	BackoffMin, BackoffMax time.Duration
 	// Logf logs one line; nil discards.
 	Logf func(format string, args ...any)
 }
 
-// RunManaged runs a managed agent until ctx ends (then it returns nil) or
-// the manager refuses the gateway's credential (then it returns an error
-// saying the gateway was removed). In order:
+// RunManaged runs a managed agent: the reconcile loop (Loop) over the
+// manager source. It runs until ctx ends (then it returns nil) or the
+// manager says the gateway was removed (then it returns an error saying
+// so). In order:
 //
 //  1. If DataDir holds a cached plan, it is applied at once, before and
 //     without contacting the manager, so a restart restores the tunnels
@@ -85,46 +87,69 @@ type ManagedConfig struct {
 //     public half of its private key (generated locally on first start).
 //  3. It watches its plan (long poll), applies each new one, caches it,
 //     and reports status at once and every StatusInterval. While the
-//     manager cannot be reached it retries forever with backoff.
+//     manager cannot be reached, answers 401 (it does not know the
+//     gateway's credential: its state was lost or restored from an older
+//     backup) or has no plan for the gateway (403 other than
+//     gateway_removed, 404: e.g. the spec no longer lists it), it keeps
+//     the data plane as it is and retries forever with backoff, logging
+//     the condition at once and then at most once a minute. A plan it
+//     cannot read (a newer plan format) is refused: the plan in force
+//     stays, the refusal is reported as the apply error, and the watch
+//     goes on.
 //  4. When a plan asks for a key rotation it makes a new key, sends its
 //     public half and re-applies the plan with it.
 //
-// RunManaged never tears the data plane down, whatever the reason it
-// returns. Errors about configuration or the data directory are returned
-// at once.
+// Only a 403 with code gateway_removed (the gateway was removed from the
+// federation) ends it with an error. RunManaged never tears the data plane
+// down, whatever the reason it returns. Errors about configuration or the
+// data directory are returned at once.
 func RunManaged(ctx context.Context, cfg ManagedConfig) error {
-	m, err := newManaged(cfg)
+	s, err := newManagerSource(cfg)
 	if err != nil {
 		return err
 	}
-	return m.run(ctx)
+	unlock, err := s.open()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	loop, err := NewLoop(LoopConfig{
+		Source: s, Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
+		Metrics: cfg.Metrics, LinkChanged: s.poke, Logf: s.logf,
+	})
+	if err != nil {
+		return err
+	}
+	s.loop = loop
+	return loop.Run(ctx)
 }
 
-// managed is one run of a managed agent.
-type managed struct {
+// managerSource is the Source of managed mode. Beside delivering plans it
+// reports the loop's status to the manager and runs the measurements the
+// manager relays.
+type managerSource struct {
 	cfg  ManagedConfig
 	dir  dataDir
 	logf func(string, ...any)
 	// kick asks the reporter for a status report now.
 	kick chan struct{}
-	// links probes the links of the current plan; set by run.
-	links *links
-	// bw answers and runs available-bandwidth estimates; set by run.
-	bw *bandwidth
+	// loop is the loop the source feeds (its status and links go into
+	// reports, its estimator runs relayed measurements); set before Run.
+	loop *Loop
 
-	// applyMu serializes applies and key rotations.
-	applyMu sync.Mutex
+	// Set by open, read-only after.
+	dp     dataplane.Dataplane // built with the key at start
+	stored *Credential         // the credential in DataDir, nil before enrollment
+	cached *api.PlanResponse   // the plan cache, nil when none
 
-	mu       sync.Mutex // guards the fields below
-	dp       dataplane.Dataplane
-	key      plan.Key // private
-	cred     *Credential
-	cl       *client.Client
-	current  *api.PlanResponse
-	applyErr error
+	mu      sync.Mutex // guards the fields below
+	key     plan.Key   // private
+	cred    *Credential
+	cl      *client.Client
+	current *api.PlanResponse // the last plan delivered
 }
 
-func newManaged(cfg ManagedConfig) (*managed, error) {
+func newManagerSource(cfg ManagedConfig) (*managerSource, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("--data-dir DIR is required: where the agent keeps its key, credential and last plan")
 	}
@@ -137,9 +162,6 @@ func newManaged(cfg ManagedConfig) (*managed, error) {
 	if cfg.WatchTimeout <= 0 {
 		cfg.WatchTimeout = DefaultWatchTimeout
 	}
-	if cfg.Resync <= 0 {
-		cfg.Resync = DefaultResync
-	}
 	if cfg.BackoffMin <= 0 {
 		cfg.BackoffMin = DefaultBackoffMin
 	}
@@ -150,100 +172,48 @@ func newManaged(cfg ManagedConfig) (*managed, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &managed{cfg: cfg, dir: dataDir(cfg.DataDir), logf: logf, kick: make(chan struct{}, 1)}, nil
+	return &managerSource{cfg: cfg, dir: dataDir(cfg.DataDir), logf: logf, kick: make(chan struct{}, 1)}, nil
 }
 
-func (m *managed) run(ctx context.Context) error {
-	if err := m.dir.create(m.logf); err != nil {
-		return err
+// open takes the data directory (made if needed, then locked) and reads
+// what the agent keeps there: the credential, the key (made on a first
+// start) with its data plane, and the plan cache. unlock releases the
+// directory.
+func (s *managerSource) open() (unlock func(), err error) {
+	if err := s.dir.create(s.logf); err != nil {
+		return nil, err
 	}
-	unlock, err := m.dir.lock()
+	release, err := s.dir.lock()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer unlock()
-	m.links = m.cfg.Probes.withMetrics(m.cfg.Metrics).start(ctx, m.logf, func() { m.poke() })
-	defer m.links.Close()
-	m.bw = m.cfg.Bandwidth.start(ctx, m.logf, m.cfg.Metrics)
-	defer m.bw.Close()
-	m.cfg.Metrics.SetLinkSource(func(ctx context.Context) []api.LinkStatus {
-		m.mu.Lock()
-		cur := m.current
-		m.mu.Unlock()
-		if cur == nil {
-			return nil
-		}
-		return linkStatuses(ctx, cur.Plan, m.cfg.Peers, m.links, m.cfg.Metrics, m.logf)
-	})
-	cred, err := m.dir.readCredential()
-	if err != nil {
-		return err
+	if err := s.read(); err != nil {
+		release()
+		return nil, err
 	}
-	if err := m.loadKey(cred != nil); err != nil {
-		return err
-	}
+	return release, nil
+}
 
-	// 1. The cached plan, without the manager.
-	cached, err := m.dir.readPlan()
-	if err != nil {
-		m.logf("ignoring the cached plan: %v", err)
-		cached = nil
+// read reads the credential, the key and the plan cache (see open).
+func (s *managerSource) read() error {
+	var err error
+	if s.stored, err = s.dir.readCredential(); err != nil {
+		return err
 	}
-	if cached != nil {
-		m.logf("applying the cached plan of %s (revision %d, generation %d) before contacting the manager",
-			cached.Plan.Name, cached.Revision, cached.Generation)
-		m.apply(ctx, cached, "cached plan")
+	if err := s.loadKey(s.stored != nil); err != nil {
+		return err
 	}
-
-	// 2. The credential.
-	if cred == nil {
-		if cred, err = m.enroll(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-	} else {
-		if m.cfg.JoinToken != "" {
-			m.logf("already enrolled as gateway %s (%s); ignoring --token", cred.Gateway, m.dir.path(CredentialFile))
-		}
-		if m.cfg.Manager != "" && m.cfg.Manager != cred.Manager {
-			m.logf("manager URL changed from %s to %s (--manager); saving it", cred.Manager, m.cfg.Manager)
-			cred.Manager = m.cfg.Manager
-			if err := m.dir.writeCredential(*cred); err != nil {
-				return err
-			}
-		}
+	if s.cached, err = s.dir.readPlan(); err != nil {
+		s.logf("ignoring the cached plan: %v", err)
+		s.cached = nil
 	}
-	if cached != nil && cached.Plan.Name != cred.Gateway {
-		m.logf("warning: the cached plan is for gateway %s, but this agent is %s; it will be replaced", cached.Plan.Name, cred.Gateway)
-	}
-	cl, err := client.New(client.Config{URL: cred.Manager, Token: cred.Credential, CAFingerprint: cred.CAFingerprint, Timeout: m.cfg.RequestTimeout})
-	if err != nil {
-		return fmt.Errorf("%s: %w", m.dir.path(CredentialFile), err)
-	}
-	defer cl.Close()
-	m.mu.Lock()
-	m.cred, m.cl = cred, cl
-	m.mu.Unlock()
-	m.logf("gateway %s: public key %s; manager %s", cred.Gateway, publicKey(m.key), cred.Manager)
-
-	// 3. Reporter and drift repair beside the watch loop.
-	bg, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); m.reportLoop(bg) }()
-	go func() { defer wg.Done(); m.resyncLoop(bg) }()
-	go func() { defer wg.Done(); m.measureLoop(bg) }()
-	defer func() { stop(); wg.Wait() }()
-	m.poke()
-	return m.watch(ctx)
+	return nil
 }
 
 // loadKey reads the private key, or makes one when there is no credential
-// yet (a first start).
-func (m *managed) loadKey(enrolled bool) error {
-	key, ok, err := m.dir.readKey(KeyFile)
+// yet (a first start), and builds the data plane with it.
+func (s *managerSource) loadKey(enrolled bool) error {
+	key, ok, err := s.dir.readKey(KeyFile)
 	if err != nil {
 		return err
 	}
@@ -251,47 +221,115 @@ func (m *managed) loadKey(enrolled bool) error {
 		if enrolled {
 			return fmt.Errorf("%s is missing, but %s says this gateway is enrolled with the key it held; "+
 				"to enroll again with a new key, delete %s and %s and start the agent with a new join token",
-				m.dir.path(KeyFile), m.dir.path(CredentialFile), m.dir.path(CredentialFile), m.dir.path(PlanFile))
+				s.dir.path(KeyFile), s.dir.path(CredentialFile), s.dir.path(CredentialFile), s.dir.path(PlanFile))
 		}
-		if key, err = m.dir.newKey(KeyFile); err != nil {
+		if key, err = s.dir.newKey(KeyFile); err != nil {
 			return err
 		}
-		m.logf("generated a WireGuard key in %s; public key %s", m.dir.path(KeyFile), publicKey(key))
+		s.logf("generated a WireGuard key in %s; public key %s", s.dir.path(KeyFile), publicKey(key))
 	}
-	dp, err := m.cfg.NewDataplane(key)
+	dp, err := s.cfg.NewDataplane(key)
 	if err != nil {
 		return fmt.Errorf("setting up the data plane: %w", err)
 	}
-	m.mu.Lock()
-	m.key, m.dp = key, dp
-	m.mu.Unlock()
+	s.mu.Lock()
+	s.key = key
+	s.mu.Unlock()
+	s.dp = dp
 	return nil
+}
+
+// Run implements Source.
+func (s *managerSource) Run(ctx context.Context, deliver Deliver) error {
+	// 1. The cached plan, without the manager.
+	if c := s.cached; c != nil {
+		s.logf("applying the cached plan of %s (revision %d, generation %d) before contacting the manager",
+			c.Plan.Name, c.Revision, c.Generation)
+		s.deliverPlan(deliver, c, "cached plan")
+	}
+
+	// 2. The credential.
+	cred := s.stored
+	if cred == nil {
+		var err error
+		if cred, err = s.enroll(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	} else {
+		if s.cfg.JoinToken != "" {
+			s.logf("already enrolled as gateway %s (%s); ignoring --token", cred.Gateway, s.dir.path(CredentialFile))
+		}
+		if s.cfg.Manager != "" && s.cfg.Manager != cred.Manager {
+			s.logf("manager URL changed from %s to %s (--manager); saving it", cred.Manager, s.cfg.Manager)
+			cred.Manager = s.cfg.Manager
+			if err := s.dir.writeCredential(*cred); err != nil {
+				return err
+			}
+		}
+	}
+	if c := s.cached; c != nil && c.Plan.Name != cred.Gateway {
+		s.logf("warning: the cached plan is for gateway %s, but this agent is %s; it will be replaced", c.Plan.Name, cred.Gateway)
+	}
+	cl, err := client.New(client.Config{URL: cred.Manager, Token: cred.Credential, CAFingerprint: cred.CAFingerprint, Timeout: s.cfg.RequestTimeout})
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.dir.path(CredentialFile), err)
+	}
+	defer cl.Close()
+	s.mu.Lock()
+	s.cred, s.cl = cred, cl
+	key := s.key
+	s.mu.Unlock()
+	s.logf("gateway %s: public key %s; manager %s", cred.Gateway, publicKey(key), cred.Manager)
+
+	// 3. Reports and relayed measurements beside the watch.
+	bg, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.reportLoop(bg) }()
+	go func() { defer wg.Done(); s.measureLoop(bg) }()
+	defer func() { stop(); wg.Wait() }()
+	s.poke()
+	return s.watch(ctx, deliver)
+}
+
+// deliverPlan hands a manager's plan to the loop and makes it the current
+// one.
+func (s *managerSource) deliverPlan(deliver Deliver, resp *api.PlanResponse, why string) Result {
+	s.mu.Lock()
+	s.current = resp
+	s.mu.Unlock()
+	return deliver(Update{Plan: &resp.Plan, Revision: resp.Revision, Generation: resp.Generation, Why: why})
 }
 
 // enroll trades the join token for a credential and stores it. It retries
 // while the manager cannot be reached; an answer that refuses the token
 // ends it.
-func (m *managed) enroll(ctx context.Context) (*Credential, error) {
-	if m.cfg.JoinToken == "" {
+func (s *managerSource) enroll(ctx context.Context) (*Credential, error) {
+	if s.cfg.JoinToken == "" {
 		return nil, fmt.Errorf("this agent is not enrolled (no %s) and no --token was given: create a join token with "+
-			"\"fednet token create --gateway NAME\" and pass it with --token", m.dir.path(CredentialFile))
+			"\"fednet token create --gateway NAME\" and pass it with --token", s.dir.path(CredentialFile))
 	}
-	jt, err := api.ParseJoinToken(m.cfg.JoinToken)
+	jt, err := api.ParseJoinToken(s.cfg.JoinToken)
 	if err != nil {
 		return nil, fmt.Errorf("--token: %w", err)
 	}
 	url := jt.Manager
-	if m.cfg.Manager != "" {
-		url = m.cfg.Manager
+	if s.cfg.Manager != "" {
+		url = s.cfg.Manager
 	}
-	cl, err := client.New(client.Config{URL: url, CAFingerprint: jt.CAFingerprint, Timeout: m.cfg.RequestTimeout})
+	cl, err := client.New(client.Config{URL: url, CAFingerprint: jt.CAFingerprint, Timeout: s.cfg.RequestTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("--token: %w", err)
 	}
 	defer cl.Close()
-	req := api.EnrollRequest{PublicKey: publicKey(m.key), Endpoint: m.cfg.Endpoint}
-	m.logf("enrolling with the manager at %s (join token %s)", url, jt.ID)
-	bo := m.backoff()
+	s.mu.Lock()
+	req := api.EnrollRequest{PublicKey: publicKey(s.key), Endpoint: s.cfg.Endpoint}
+	s.mu.Unlock()
+	s.logf("enrolling with the manager at %s (join token %s)", url, jt.ID)
+	bo := s.backoff()
 	var out outage
 	for {
 		resp, err := cl.Enroll(ctx, jt.Secret, req)
@@ -305,20 +343,20 @@ func (m *managed) enroll(ctx context.Context) (*Credential, error) {
 				Rotation: resp.RotateKey,
 				Enrolled: time.Now().UTC().Truncate(time.Second),
 			}
-			if err := m.dir.writeCredential(cred); err != nil {
+			if err := s.dir.writeCredential(cred); err != nil {
 				return nil, err
 			}
-			m.logf("enrolled as gateway %s (the manager sees us at %s); credential saved in %s",
-				resp.Gateway, resp.ObservedAddress, m.dir.path(CredentialFile))
+			s.logf("enrolled as gateway %s (the manager sees us at %s); credential saved in %s",
+				resp.Gateway, resp.ObservedAddress, s.dir.path(CredentialFile))
 			return &cred, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if refused(err) || errors.Is(err, client.ErrUntrusted) {
+		if classify(err) != answerRetry || errors.Is(err, client.ErrUntrusted) {
 			return nil, fmt.Errorf("enrolling with join token %s: %w", jt.ID, err)
 		}
-		out.failed(m.logf, "enrolling", err)
+		out.failed(s.logf, "enrolling", err)
 		if !sleep(ctx, bo.next()) {
 			return nil, ctx.Err()
 		}
@@ -326,159 +364,185 @@ func (m *managed) enroll(ctx context.Context) (*Credential, error) {
 }
 
 // watch is the plan watch loop.
-func (m *managed) watch(ctx context.Context) error {
-	m.mu.Lock()
-	gw, cl := m.cred.Gateway, m.cl
+func (s *managerSource) watch(ctx context.Context, deliver Deliver) error {
+	s.mu.Lock()
+	gw, cl := s.cred.Gateway, s.cl
 	var after int64
-	if m.current != nil && m.current.Plan.Name == gw {
-		after = m.current.Generation
+	if s.current != nil && s.current.Plan.Name == gw {
+		after = s.current.Generation
 	}
-	m.mu.Unlock()
+	s.mu.Unlock()
 
-	bo := m.backoff()
+	bo := s.backoff()
 	var out outage
 	refusedRotation := 0 // a rotation request the manager refused our key for
+	unreadable := ""     // the unreadable answer refused last, refused once
 	for ctx.Err() == nil {
-		if want := m.rotationWanted(); want > 0 && want != refusedRotation {
-			err := m.rotate(ctx, want)
-			switch {
+		if want := s.rotationWanted(); want > 0 && want != refusedRotation {
+			err := s.rotate(ctx, want, deliver)
+			switch a := classify(err); {
 			case err == nil:
 			case ctx.Err() != nil:
 				return nil
-			case client.IsAuth(err):
-				return m.removed(gw, err)
-			case refused(err):
-				m.logf("the manager refused our new key for rotation %d: %v; waiting for its next request", want, err)
-				refusedRotation = want
 			case errors.Is(err, errDataplane):
 				return err
+			case a == answerRemoved:
+				return s.removed(gw, err)
+			case a == answerRefused || a == answerNoPlan:
+				s.logf("the manager refused our new key for rotation %d: %v; waiting for its next request", want, err)
+				refusedRotation = want
 			default:
-				out.failed(m.logf, "sending the new key", err)
+				out.failed(s.logf, "sending the new key", s.explain(gw, err))
 				sleep(ctx, bo.next())
 				continue
 			}
 		}
-		resp, changed, err := cl.WatchPlan(ctx, gw, after, m.cfg.WatchTimeout)
+		resp, changed, err := cl.WatchPlan(ctx, gw, after, s.cfg.WatchTimeout)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if client.IsAuth(err) {
-				return m.removed(gw, err)
+			switch classify(err) {
+			case answerRemoved:
+				return s.removed(gw, err)
+			case answerUnreadable:
+				// The manager answered with a plan this agent cannot read
+				// (a newer plan format): refuse it once, keep watching.
+				if msg := err.Error(); msg != unreadable {
+					unreadable = msg
+					deliver(Update{Why: "plan watch", Err: fmt.Errorf("the manager's plan for %s: %w", gw, err)})
+					s.poke()
+				}
+			default:
+				out.failed(s.logf, "watching the plan", s.explain(gw, err))
 			}
-			out.failed(m.logf, "watching the plan", err)
 			sleep(ctx, bo.next())
 			continue
 		}
-		out.recovered(m.logf)
+		out.recovered(s.logf)
 		bo.reset()
+		unreadable = ""
 		if !changed {
 			continue
 		}
 		after = resp.Generation
 		if resp.Plan.Name != gw {
-			m.logf("the manager sent a plan for gateway %q, not %s; not applying it", resp.Plan.Name, gw)
+			s.logf("the manager sent a plan for gateway %q, not %s; not applying it", resp.Plan.Name, gw)
 			continue
 		}
-		m.apply(ctx, resp, fmt.Sprintf("revision %d, generation %d", resp.Revision, resp.Generation))
-		// Cached before it is reported: a plan the manager sees applied
-		// survives a restart.
-		if err := m.dir.writePlan(resp); err != nil {
-			m.logf("caching the plan: %v", err)
+		// Cached before the loop has it, so before any report says it is
+		// applied: a plan the manager sees applied survives a restart.
+		if err := s.dir.writePlan(resp); err != nil {
+			s.logf("caching the plan: %v", err)
 		}
-		m.poke()
+		if res := s.deliverPlan(deliver, resp, fmt.Sprintf("revision %d, generation %d", resp.Revision, resp.Generation)); errors.Is(res.Err, ErrStopped) {
+			return nil
+		}
+		s.poke()
 	}
 	return nil
 }
 
-// refused reports whether err is the manager refusing a request (4xx),
-// which sending it again does not change; a 5xx or a network error may
-// pass.
-func refused(err error) bool {
-	s := client.StatusOf(err)
-	return s >= 400 && s < 500
-}
+// answer is what the agent makes of a manager's answer to one of its
+// calls.
+type answer int
 
-// removed is the error RunManaged ends with when the manager refuses the
-// gateway's credential.
-func (m *managed) removed(gw string, err error) error {
-	m.logf("the manager refused gateway %s's credential: it was removed or its credential revoked; stopping and leaving the data plane as it is", gw)
-	return fmt.Errorf("gateway %s was removed from the federation or its credential was revoked (%w); "+
-		"the data plane is left as it is (fednet agent --data-dir %s --down removes it); "+
-		"to join again, delete %s and start the agent with a new join token (fednet token create --gateway %s)",
-		gw, err, m.cfg.DataDir, m.dir.path(CredentialFile), gw)
-}
+const (
+	// answerRetry: no answer (the manager is out of reach), a 5xx, a 408
+	// or a 429: try again with backoff.
+	answerRetry answer = iota
+	// answerRemoved: 403 with code gateway_removed; the gateway was
+	// removed from the federation, the agent stops.
+	answerRemoved
+	// answerUnknown: 401; the manager does not know the credential (its
+	// state was lost or restored from an older backup): keep the data
+	// plane, retry with backoff.
+	answerUnknown
+	// answerNoPlan: 403 with another code, or 404; the manager knows the
+	// gateway but has no plan for it (e.g. the spec no longer lists it):
+	// keep the data plane, wait for one.
+	answerNoPlan
+	// answerRefused: another 4xx; sending the same request again does not
+	// change it.
+	answerRefused
+	// answerUnreadable: a success answer this agent cannot decode (a plan
+	// of a newer format).
+	answerUnreadable
+)
 
-// apply makes resp the current plan and applies it. Errors are logged and reported, not returned: the next plan or
-// resync tries again.
-func (m *managed) apply(ctx context.Context, resp *api.PlanResponse, why string) {
-	m.applyMu.Lock()
-	defer m.applyMu.Unlock()
-	m.mu.Lock()
-	m.current = resp
-	m.mu.Unlock()
-	m.applyCurrentLocked(ctx, why)
-}
+var answerNames = [...]string{"retry", "removed", "unknown", "no plan", "refused", "unreadable"}
 
-// applyCurrentLocked applies the current plan; applyMu must be held.
-func (m *managed) applyCurrentLocked(ctx context.Context, why string) {
-	m.mu.Lock()
-	dp, cur := m.dp, m.current
-	m.mu.Unlock()
-	if cur == nil {
-		return
+func (a answer) String() string {
+	if int(a) < len(answerNames) {
+		return answerNames[a]
 	}
-	changes, err := dp.Apply(ctx, cur.Plan)
-	for _, c := range changes {
-		m.logf("%s", c)
+	return fmt.Sprintf("answer(%d)", int(a))
+}
+
+// classify sorts err, an error of a client call (nil: answerRetry).
+func classify(err error) answer {
+	var e *client.Error
+	if !errors.As(err, &e) {
+		if err != nil && undecodable(err) {
+			return answerUnreadable
+		}
+		return answerRetry
 	}
 	switch {
-	case err != nil:
-		m.logf("applying plan (%s): %v", why, err)
-	case len(changes) > 0:
-		m.logf("applied plan (%s): %d changes", why, len(changes))
+	case e.Status == http.StatusForbidden && e.Code == api.CodeGatewayRemoved:
+		return answerRemoved
+	case e.Status == http.StatusUnauthorized:
+		return answerUnknown
+	case e.Status == http.StatusForbidden || e.Status == http.StatusNotFound:
+		return answerNoPlan
+	case e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests:
+		return answerRetry
+	case e.Status >= 400 && e.Status < 500:
+		return answerRefused
 	}
-	m.mu.Lock()
-	m.applyErr = err
-	m.mu.Unlock()
-	m.cfg.Metrics.SetPlan(cur.Plan)
-	if err != nil {
-		m.cfg.Metrics.ApplyFailed()
-	} else {
-		m.cfg.Metrics.SetRevision(cur.Revision)
-	}
-	if m.links != nil {
-		m.links.Update(cur.Plan)
-	}
-	if m.bw != nil {
-		m.bw.Update(cur.Plan)
-	}
+	return answerRetry
 }
 
-// resyncLoop re-applies the current plan every Resync to repair drift.
-func (m *managed) resyncLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.Resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.applyMu.Lock()
-			m.applyCurrentLocked(ctx, "resync")
-			m.applyMu.Unlock()
-		}
+// undecodable reports whether err is the client failing to decode a
+// success answer of the manager (for a plan: one of a newer format than
+// this agent reads, or with fields it does not know), as opposed to the
+// manager being out of reach. The client does not give that error a type
+// of its own; its wording (client.Client.do) says it, and
+// TestManagedRefusesANewerPlanFormat fails if the wording changes.
+func undecodable(err error) bool {
+	return strings.Contains(err.Error(), "decoding the answer of the manager")
+}
+
+// explain adds to err, for the log, what the agent makes of it.
+func (s *managerSource) explain(gw string, err error) error {
+	switch classify(err) {
+	case answerUnknown:
+		return fmt.Errorf("the manager does not know gateway %s's credential (%w): its state was lost or restored from an older backup, "+
+			"or the gateway enrolled again elsewhere; the data plane stays as it is", gw, err)
+	case answerNoPlan:
+		return fmt.Errorf("the manager has no plan for gateway %s (%w); the data plane stays as it is until it has one", gw, err)
 	}
+	return err
+}
+
+// removed is the error RunManaged ends with when the manager says the
+// gateway was removed.
+func (s *managerSource) removed(gw string, err error) error {
+	s.logf("the manager says gateway %s was removed or its credential revoked (403 %s); stopping and leaving the data plane as it is", gw, api.CodeGatewayRemoved)
+	return fmt.Errorf("gateway %s was removed from the federation and its credential revoked (%w); "+
+		"the data plane is left as it is (fednet agent --data-dir %s --down removes it); "+
+		"to join again, delete %s and start the agent with a new join token (fednet token create --gateway %s)",
+		gw, err, s.cfg.DataDir, s.dir.path(CredentialFile), gw)
 }
 
 // rotationWanted returns the rotation the current plan asks for, or 0.
-func (m *managed) rotationWanted() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.current == nil || m.cred == nil || m.current.RotateKey <= m.cred.Rotation {
+func (s *managerSource) rotationWanted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current == nil || s.cred == nil || s.current.RotateKey <= s.cred.Rotation {
 		return 0
 	}
-	return m.current.RotateKey
+	return s.current.RotateKey
 }
 
 // errDataplane marks a failure to build the data plane, which retrying
@@ -487,43 +551,42 @@ var errDataplane = errors.New("data plane")
 
 // rotate answers rotation request want: a new key in NewKeyFile (kept
 // across a crash, so a retry sends the same key), its public half to the
-// manager, then the new key in place and the plan applied with it.
-func (m *managed) rotate(ctx context.Context, want int) error {
-	m.applyMu.Lock()
-	defer m.applyMu.Unlock()
-	next, ok, err := m.dir.readKey(NewKeyFile)
+// manager, then the new key in place and the plan in force applied with a
+// data plane built for it.
+func (s *managerSource) rotate(ctx context.Context, want int, deliver Deliver) error {
+	next, ok, err := s.dir.readKey(NewKeyFile)
 	if err != nil || !ok {
 		if err != nil {
-			m.logf("replacing a damaged %s: %v", m.dir.path(NewKeyFile), err)
+			s.logf("replacing a damaged %s: %v", s.dir.path(NewKeyFile), err)
 		}
-		if next, err = m.dir.newKey(NewKeyFile); err != nil {
+		if next, err = s.dir.newKey(NewKeyFile); err != nil {
 			return err
 		}
 	}
-	m.mu.Lock()
-	old, gw, cl := m.key, m.cred.Gateway, m.cl
-	m.mu.Unlock()
+	s.mu.Lock()
+	old, gw, cl := s.key, s.cred.Gateway, s.cl
+	s.mu.Unlock()
 	if err := cl.PutKey(ctx, gw, api.KeyRequest{PublicKey: publicKey(next), Rotation: want}); err != nil {
 		return fmt.Errorf("sending the new public key: %w", err)
 	}
-	dp, err := m.cfg.NewDataplane(next)
+	dp, err := s.cfg.NewDataplane(next)
 	if err != nil {
 		return fmt.Errorf("%w: setting up the data plane with the new key: %w", errDataplane, err)
 	}
-	if err := renameKey(m.dir); err != nil {
+	if err := renameKey(s.dir); err != nil {
 		return fmt.Errorf("%w: %w", errDataplane, err)
 	}
-	m.mu.Lock()
-	m.key, m.dp = next, dp
-	m.cred.Rotation = want
-	cred := *m.cred
-	m.mu.Unlock()
-	if err := m.dir.writeCredential(cred); err != nil {
-		m.logf("saving the rotation counter: %v", err)
+	s.mu.Lock()
+	s.key = next
+	s.cred.Rotation = want
+	cred := *s.cred
+	s.mu.Unlock()
+	if err := s.dir.writeCredential(cred); err != nil {
+		s.logf("saving the rotation counter: %v", err)
 	}
-	m.logf("rotated the WireGuard key (rotation %d): public key %s -> %s", want, publicKey(old), publicKey(next))
-	m.applyCurrentLocked(ctx, fmt.Sprintf("new key, rotation %d", want))
-	m.poke()
+	s.logf("rotated the WireGuard key (rotation %d): public key %s -> %s", want, publicKey(old), publicKey(next))
+	deliver(Update{Why: fmt.Sprintf("new key, rotation %d", want), Dataplane: dp})
+	s.poke()
 	return nil
 }
 
@@ -537,9 +600,9 @@ func renameKey(d dataDir) error {
 }
 
 // poke asks for a status report now.
-func (m *managed) poke() {
+func (s *managerSource) poke() {
 	select {
-	case m.kick <- struct{}{}:
+	case s.kick <- struct{}{}:
 	default:
 	}
 }
@@ -548,9 +611,10 @@ func (m *managed) poke() {
 // A poke during a report that has not got through yet cancels it and
 // sends a fresh one: the pending one is stale, and after a network outage
 // it may wait for TCP's retransmission backoff while a new connection
-// gets through at once.
-func (m *managed) reportLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.StatusInterval)
+// gets through at once. Refusals the plan watch logs (401, 403, 404) are
+// not logged again here.
+func (s *managerSource) reportLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.StatusInterval)
 	defer t.Stop()
 	var out outage
 	for {
@@ -558,58 +622,81 @@ func (m *managed) reportLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-m.kick:
+		case <-s.kick:
 		}
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- m.report(rctx) }()
+		go func() { done <- s.report(rctx) }()
 		var err error
 		select {
 		case err = <-done:
-		case <-m.kick:
+		case <-s.kick:
 			cancel()
 			<-done
-			m.poke()
+			s.poke()
 			cancel()
 			continue
 		}
 		cancel()
-		if err != nil && ctx.Err() == nil {
-			out.failed(m.logf, "reporting status", err)
-		} else if err == nil {
-			out.recovered(m.logf)
+		switch {
+		case err == nil:
+			out.recovered(s.logf)
+		case ctx.Err() == nil && !watchSaysIt(err):
+			out.failed(s.logf, "reporting status", err)
 		}
 	}
 }
 
+// watchSaysIt reports whether err is a refusal the plan watch logs.
+func watchSaysIt(err error) bool {
+	a := classify(err)
+	return a == answerRemoved || a == answerUnknown || a == answerNoPlan
+}
+
 // report sends one status report.
-func (m *managed) report(ctx context.Context) error {
-	r := m.status(ctx)
-	m.mu.Lock()
-	cl, gw := m.cl, m.cred.Gateway
-	m.mu.Unlock()
+func (s *managerSource) report(ctx context.Context) error {
+	r := s.status(ctx)
+	s.mu.Lock()
+	cl, gw := s.cl, s.cred.Gateway
+	s.mu.Unlock()
 	return cl.PutStatus(ctx, gw, r)
 }
 
-// status builds the status report of the current plan.
-func (m *managed) status(ctx context.Context) api.StatusReport {
-	m.mu.Lock()
-	cur, applyErr := m.current, m.applyErr
-	m.mu.Unlock()
+// status builds the status report of the plan in force.
+func (s *managerSource) status(ctx context.Context) api.StatusReport {
+	st := s.loop.Status()
 	r := api.StatusReport{Links: []api.LinkStatus{}}
-	if cur == nil {
+	if st.Err != nil {
+		r.ApplyError = clip(st.Err.Error(), maxApplyError)
+	}
+	if st.Plan == nil {
 		return r
 	}
-	r.Generation, r.Revision = cur.Generation, cur.Revision
-	if applyErr != nil {
-		r.ApplyError = applyErr.Error()
-	}
-	r.Links = linkStatuses(ctx, cur.Plan, m.cfg.Peers, m.links, m.cfg.Metrics, m.logf)
+	r.Generation, r.Revision = st.Generation, st.Revision
+	r.Links = s.loop.Links(ctx, *st.Plan)
 	return r
 }
 
-func (m *managed) backoff() *backoff {
-	return &backoff{min: m.cfg.BackoffMin, max: m.cfg.BackoffMax}
+// maxApplyError bounds the apply error of a status report (the manager
+// refuses reports with more than 8 KiB); the log has it whole.
+const maxApplyError = 4 << 10
+
+// clip returns s as valid UTF-8 of at most n bytes, saying what it cut.
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= n {
+		return s
+	}
+	tail := fmt.Sprintf(" ... (%d bytes more; see the agent's log)", len(s)-n)
+	cut := max(n-len(tail), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + tail
+}
+
+func (s *managerSource) backoff() *backoff {
+	return &backoff{min: s.cfg.BackoffMin, max: s.cfg.BackoffMax}
 }
 
 // backoff is exponential backoff with full jitter: the n-th wait is
@@ -643,21 +730,36 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // outage logs a run of failures of one kind: the first at once, then at
-// most one line a minute, and a line when it ends.
+// most one line a minute, and a line when it ends. A failure that the
+// agent makes something else of than the one before (classify: e.g. the
+// manager answers 401 where it was out of reach) is logged at once too.
 type outage struct {
 	since    time.Time
 	lastLog  time.Time
 	failures int
 	what     string
+	kind     answer
+	// now is the clock (nil: time.Now).
+	now func() time.Time
 }
 
 const outageLogEvery = time.Minute
 
+func (o *outage) clock() time.Time {
+	if o.now != nil {
+		return o.now()
+	}
+	return time.Now()
+}
+
 func (o *outage) failed(logf func(string, ...any), what string, err error) {
-	now := time.Now()
+	now := o.clock()
 	o.failures++
-	if o.failures == 1 {
-		o.since, o.lastLog, o.what = now, now, what
+	if kind := classify(err); o.failures == 1 || kind != o.kind || what != o.what {
+		if o.failures == 1 {
+			o.since = now
+		}
+		o.lastLog, o.what, o.kind = now, what, kind
 		logf("%s: %v; retrying with backoff", what, err)
 		return
 	}
@@ -669,7 +771,7 @@ func (o *outage) failed(logf func(string, ...any), what string, err error) {
 
 func (o *outage) recovered(logf func(string, ...any)) {
 	if o.failures > 0 {
-		logf("%s: works again after %d failed attempts over %v", o.what, o.failures, time.Since(o.since).Round(time.Millisecond))
+		logf("%s: works again after %d failed attempts over %v", o.what, o.failures, o.clock().Sub(o.since).Round(time.Millisecond))
 	}
-	*o = outage{}
+	*o = outage{now: o.now}
 }

@@ -2,12 +2,21 @@ package agent_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,14 +24,16 @@ import (
 
 	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/client"
 	"github.com/fednet/fednet/internal/client/clienttest"
 	"github.com/fednet/fednet/internal/dataplane"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
 )
 
 // controlPlane is a manager the tests run agents against: the real one
-// (clienttest.Real) or, for fault injection, the fake (clienttest.Manager).
+// (clienttest.Real), with faults injected where a test needs them.
 type controlPlane interface {
 	URL() string
 	CAFingerprint() string
@@ -42,9 +53,10 @@ type fed struct {
 // realFed runs the real manager in this process.
 func realFed(t *testing.T) *fed { return newFed(t, clienttest.NewReal(t)) }
 
-// fakeFed runs the fake manager, for faults the real one does not make.
-func fakeFed(t *testing.T) (*fed, *clienttest.Manager) {
-	m := clienttest.NewManager(t)
+// fakeFed runs the real manager too, and returns it for injecting faults
+// the real one does not make by itself.
+func fakeFed(t *testing.T) (*fed, *clienttest.Real) {
+	m := clienttest.NewReal(t)
 	return newFed(t, m), m
 }
 
@@ -129,6 +141,40 @@ type dataplanes struct {
 	fakes []*dataplane.Fake
 	// fresh makes every call return a new fake (else the first is reused).
 	fresh bool
+	// status, when set, answers the dataplanes' Status.
+	status *fakeStatus
+}
+
+// fakeStatus is a data plane's Status as a test sets it.
+type fakeStatus struct {
+	mu    sync.Mutex
+	links []dataplane.LinkState
+	err   error
+}
+
+func (f *fakeStatus) set(links []dataplane.LinkState, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.links, f.err = links, err
+}
+
+// withStatus is a fake whose Status is a fakeStatus's.
+type withStatus struct {
+	*dataplane.Fake
+	st *fakeStatus
+}
+
+// Status lists the links set; with an error set, without their figures.
+func (w withStatus) Status(context.Context, plan.Gateway) ([]dataplane.LinkState, error) {
+	w.st.mu.Lock()
+	defer w.st.mu.Unlock()
+	out := slices.Clone(w.st.links)
+	if w.st.err != nil {
+		for i, l := range out {
+			out[i] = dataplane.LinkState{Peer: l.Peer, Backend: l.Backend}
+		}
+	}
+	return out, w.st.err
 }
 
 func (d *dataplanes) new(k plan.Key) (dataplane.Dataplane, error) {
@@ -137,6 +183,9 @@ func (d *dataplanes) new(k plan.Key) (dataplane.Dataplane, error) {
 	d.keys = append(d.keys, k)
 	if d.fresh || len(d.fakes) == 0 {
 		d.fakes = append(d.fakes, dataplane.NewFake())
+	}
+	if d.status != nil {
+		return withStatus{d.fakes[len(d.fakes)-1], d.status}, nil
 	}
 	return d.fakes[len(d.fakes)-1], nil
 }
@@ -312,11 +361,12 @@ func TestManagedFollowsSpecChanges(t *testing.T) {
 	// A peer enrolls: its key reaches this agent's device.
 	key := f.enrollPeer(t, "azure-gw")
 	eventually(t, "the new peer on the device", func() bool {
-		s := dps.last().State()
-		if s.WireGuard == nil {
+		t, ok := dps.last().State().Tunnel("fed0")
+		dev, _ := t.Device.(*wireguard.Device)
+		if !ok || dev == nil {
 			return false
 		}
-		for _, p := range s.WireGuard.Peers {
+		for _, p := range dev.Peers {
 			if p.PublicKey == key {
 				return true
 			}
@@ -341,7 +391,7 @@ func TestManagedRestartWithoutManager(t *testing.T) {
 	if err := a.stop(t); err != nil {
 		t.Fatalf("Run returned %v after cancel", err)
 	}
-	if s := first.last().State(); s.Link == nil {
+	if _, ok := first.last().State().Tunnel("fed0"); !ok {
 		t.Fatal("stopping the agent removed the tunnel")
 	}
 
@@ -378,6 +428,10 @@ func TestManagedRemovedGatewayStops(t *testing.T) {
 	err := a.wait(t)
 	if err == nil || !strings.Contains(err.Error(), "aws-gw was removed") || client.StatusOf(err) != 403 {
 		t.Fatalf("Run returned %v, want an error naming the removal with status 403", err)
+	}
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != api.CodeGatewayRemoved {
+		t.Errorf("Run returned %v, want the manager's answer with code %s in its chain", err, api.CodeGatewayRemoved)
 	}
 	if !a.logs.has("removed or its credential revoked") {
 		t.Error("the removal was not logged")
@@ -489,18 +543,18 @@ func TestManagedMissingKeyWithCredential(t *testing.T) {
 func TestManagedStatusReport(t *testing.T) {
 	f, fake := fakeFed(t)
 	azure := f.enrollPeer(t, "azure-gw")
-	peers := &agent.FakePeers{}
+	st := &fakeStatus{}
 	hs := time.Now().Add(-7 * time.Second)
-	peers.Set("fed0", []agent.PeerStats{{PublicKey: azure, Endpoint: "203.0.113.99:51820", LastHandshake: hs, RxBytes: 1000, TxBytes: 2000}})
-	dps := &dataplanes{}
-	startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new, Peers: peers})
+	st.set([]dataplane.LinkState{{Peer: "azure-gw", Backend: backend.WireGuard, Established: true, Endpoint: "203.0.113.99:51820", LastHandshake: hs, RxBytes: 1000, TxBytes: 2000}}, nil)
+	dps := &dataplanes{status: st}
+	startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
 	eventually(t, "a report with the link", func() bool {
 		r, _ := fake.Report("aws-gw")
 		return len(r.Links) == 1 && r.Links[0].RxBytes == 1000
 	})
 	r, _ := fake.Report("aws-gw")
 	l := r.Links[0]
-	if l.Peer != "azure-gw" || l.PublicKey != azure || l.Endpoint != "203.0.113.99:51820" || l.TxBytes != 2000 ||
+	if l.Peer != "azure-gw" || l.PublicKey != azure || l.Backend != backend.WireGuard || !l.Established || l.Endpoint != "203.0.113.99:51820" || l.TxBytes != 2000 ||
 		!l.LastHandshake.Equal(hs) || l.HandshakeAge < 7*time.Second || l.HandshakeAge > time.Minute {
 		t.Errorf("link %+v", l)
 	}
@@ -512,14 +566,14 @@ func TestManagedStatusReport(t *testing.T) {
 		t.Errorf("links %+v (%v)", links, err)
 	}
 
-	// An apply error is reported; a peer reader error only loses counters.
+	// An apply error is reported; a status error only loses counters.
 	dps.last().SetFault(func(c dataplane.Change) error {
 		if strings.Contains(string(c), "mtu") {
 			return errors.New("boom")
 		}
 		return nil
 	})
-	peers.SetError(errors.New("no device"))
+	st.set([]dataplane.LinkState{{Peer: "azure-gw", Backend: backend.WireGuard}}, errors.New("no device"))
 	f.setMTU(t, "1400")
 	eventually(t, "the apply error reported", func() bool {
 		r, _ := fake.Report("aws-gw")
@@ -645,4 +699,241 @@ func TestManagedOneAgentPerDataDir(t *testing.T) {
 	a.stop(t)
 	b := startAgent(t, agent.ManagedConfig{DataDir: dir, NewDataplane: (&dataplanes{}).new})
 	eventually(t, "the second agent running", func() bool { return b.logs.has("gateway aws-gw") })
+}
+
+// exited reports whether the agent's Run returned.
+func (r *running) exited() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// count returns how many lines contain s.
+func (l *logs) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// managerDB copies the real manager's database files (it must be down):
+// a backup to put back with restoreDB.
+func managerDB(t *testing.T, r *clienttest.Real) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(r.DataDir(), "fednet.db*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no database in %s (%v)", r.DataDir(), err)
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(f)] = data
+	}
+	return out
+}
+
+// restoreDB puts a backup of managerDB back (the manager must be down).
+func restoreDB(t *testing.T, r *clienttest.Real, backup map[string][]byte) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(r.DataDir(), "fednet.db*"))
+	for _, f := range files {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range backup {
+		if err := os.WriteFile(filepath.Join(r.DataDir(), name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestManagedUnknownCredentialKeepsDataPlane: the manager's state comes
+// back from a backup made before the gateway enrolled, so it answers the
+// agent's credential with 401. The agent keeps its data plane, says so
+// once, and keeps asking; when the manager's state is right again it
+// follows the manager again by itself.
+func TestManagedUnknownCredentialKeepsDataPlane(t *testing.T) {
+	real := clienttest.NewReal(t)
+	f := newFed(t, real)
+	f.Down()
+	beforeEnrollment := managerDB(t, real)
+	f.Up()
+	dps := &dataplanes{}
+	a := startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "aws-gw"), NewDataplane: dps.new})
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+	eventually(t, "the applied plan reported", func() bool { return f.applied("aws-gw") })
+	applied := dps.last().State().String()
+
+	f.Down()
+	enrolled := managerDB(t, real)
+	restoreDB(t, real, beforeEnrollment)
+	f.Up()
+	const unknown = "the manager does not know gateway aws-gw's credential (manager: 401 unauthenticated"
+	eventually(t, "the unknown credential logged", func() bool { return a.logs.has(unknown) })
+	if a.exited() {
+		t.Fatalf("the agent stopped on a 401: %v", a.err)
+	}
+	if !a.logs.has("the data plane stays as it is") {
+		t.Error("the 401 log line does not say that the data plane stays")
+	}
+	if got := dps.last().State().String(); got != applied {
+		t.Errorf("the data plane changed on a 401:\n%s\nwant\n%s", got, applied)
+	}
+
+	// The manager's state is put right: the agent follows it again.
+	f.Down()
+	restoreDB(t, real, enrolled)
+	f.Up()
+	f.setMTU(t, "1400")
+	eventually(t, "a change applied once the manager knows the gateway again", func() bool { return mtu(dps.last()) == 1340 })
+	eventually(t, "the recovery logged", func() bool { return a.logs.has("watching the plan: works again") })
+	if n := a.logs.count(unknown); n != 1 {
+		t.Errorf("the 401 was logged %d times, want once (then at most once a minute)", n)
+	}
+	if a.exited() {
+		t.Fatalf("the agent stopped: %v", a.err)
+	}
+}
+
+// withoutLab is the three-site spec without the site of onprem-gw.
+func withoutLab(t *testing.T, yaml string) string {
+	t.Helper()
+	start, end := strings.Index(yaml, "  - name: lab\n"), strings.Index(yaml, "networks:")
+	if start < 0 || end < start {
+		t.Fatal("the three-site example changed; fix withoutLab")
+	}
+	out := yaml[:start] + yaml[end:]
+	return strings.Replace(out, "sites: [aws-eu, azure-we, lab]", "sites: [aws-eu, azure-we]", 1)
+}
+
+// TestManagedNoPlanWaits: the spec stops listing the gateway (it is not
+// removed), so the manager has no plan for it (403 forbidden). The agent
+// keeps its data plane, says why, and waits; when the spec lists the
+// gateway again it applies its plan.
+func TestManagedNoPlanWaits(t *testing.T) {
+	f := realFed(t)
+	dps := &dataplanes{}
+	a := startAgent(t, agent.ManagedConfig{DataDir: t.TempDir(), JoinToken: f.token(t, "onprem-gw"), NewDataplane: dps.new})
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 })
+	applied := dps.last().State().String()
+
+	if _, err := f.admin.PutSpec(context.Background(), withoutLab(t, f.yaml), false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the missing plan logged", func() bool {
+		return a.logs.has("the manager has no plan for gateway onprem-gw (manager: 403 forbidden: gateway onprem-gw is not in the federation's spec any more")
+	})
+	if a.exited() {
+		t.Fatalf("the agent stopped when the spec dropped its gateway: %v", a.err)
+	}
+	if got := dps.last().State().String(); got != applied {
+		t.Errorf("the data plane changed while the manager had no plan:\n%s\nwant\n%s", got, applied)
+	}
+
+	f.setMTU(t, "1400") // the full spec again, with another MTU
+	eventually(t, "the plan of the spec that lists the gateway again", func() bool { return mtu(dps.last()) == 1340 })
+	eventually(t, "the end of the wait logged", func() bool { return a.logs.has("watching the plan: works again") })
+}
+
+// front serves the real manager's API (its handler and certificate) on
+// another address; while newer is set, it rewrites the plan in the plan
+// watch's answers to a plan format newer than this fednet's.
+type front struct {
+	url   string
+	newer atomic.Bool
+	// plans counts the plan answers rewritten.
+	plans atomic.Int64
+}
+
+func newFront(t *testing.T, r *clienttest.Real) *front {
+	t.Helper()
+	m := r.Manager()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", m.TLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &front{url: "https://" + ln.Addr().String()}
+	version := regexp.MustCompile(`"version":\s*` + strconv.Itoa(plan.Version) + `\b`)
+	h := m.Handler()
+	srv := &http.Server{
+		ErrorLog: log.New(io.Discard, "", 0),
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/plan") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			// Decided when the answer is ready: a watch waits for it.
+			if rec.Code == http.StatusOK && fr.newer.Load() {
+				body = version.ReplaceAll(body, []byte(`"version": `+strconv.Itoa(plan.Version+1)))
+				fr.plans.Add(1)
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(body)
+		}),
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return fr
+}
+
+// TestManagedRefusesANewerPlanFormat: the manager answers with a plan of a
+// newer format than this agent reads. The client's decode error reaches
+// the loop: the plan in force stays, the refusal is logged once and
+// reported (the manager sees applyError), and the watch goes on, so the
+// next plan this agent can read is applied.
+func TestManagedRefusesANewerPlanFormat(t *testing.T) {
+	real := clienttest.NewReal(t)
+	f := newFed(t, real)
+	fr := newFront(t, real)
+	dps := &dataplanes{}
+	dir := t.TempDir()
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), Manager: fr.url, NewDataplane: dps.new})
+	eventually(t, "the first plan applied", func() bool { return mtu(dps.last()) == 1440 && f.applied("aws-gw") })
+
+	fr.newer.Store(true)
+	f.setMTU(t, "1400")
+	eventually(t, "the refusal reported to the manager", func() bool {
+		return strings.Contains(f.gateway("aws-gw").ApplyError, "upgrade fednet")
+	})
+	if !a.logs.has("refusing the plan (plan watch)") || !a.logs.has("newer than the 2 this fednet understands") {
+		t.Errorf("no clear refusal in the log:\n%s", strings.Join(a.logs.lines, "\n"))
+	}
+	// The watch goes on (the manager keeps answering with that plan) and
+	// the refusal is not logged again.
+	seen := fr.plans.Load()
+	eventually(t, "more plan answers", func() bool { return fr.plans.Load() >= seen+3 })
+	if n := a.logs.count("refusing the plan"); n != 1 {
+		t.Errorf("the refusal was logged %d times, want once", n)
+	}
+	if mtu(dps.last()) != 1440 || a.exited() {
+		t.Fatalf("after the refusal: mtu %d (want the plan in force, 1440), agent stopped %v", mtu(dps.last()), a.exited())
+	}
+	if p, err := agent.LoadCachedPlan(dir); err != nil || p.Plan.Tunnels[0].MTU != 1440 {
+		t.Errorf("the cache after a refusal: %v, %v", p, err)
+	}
+
+	fr.newer.Store(false)
+	eventually(t, "the plan applied once it can be read", func() bool { return mtu(dps.last()) == 1340 })
+	eventually(t, "the refusal cleared at the manager", func() bool {
+		g := f.gateway("aws-gw")
+		return g.ApplyError == "" && g.AppliedGeneration == g.PlanGeneration
+	})
 }

@@ -8,13 +8,14 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 )
 
 // Paths. {name} is a gateway name, {id} a join token id.
 const (
 	PathOpenAPI     = "/openapi.yaml"
-	PathSpec        = "/v1/spec"      // GET: current spec; PUT: new revision (?dryRun=true: diff only)
+	PathSpec        = "/v1/spec"      // GET: current spec (ETag: its revision); PUT: new revision (?dryRun=true: diff only; If-Match: "REVISION" precondition)
 	PathRevisions   = "/v1/revisions" // GET: list
 	PathTokens      = "/v1/tokens"    // GET: list; POST: create
 	PathToken       = "/v1/tokens/{id}"
@@ -51,6 +52,9 @@ type Error struct {
 	Field string `json:"field,omitempty"`
 	// Problems lists every problem of a rejected spec (line, path, message).
 	Problems []Problem `json:"problems,omitempty"`
+	// Revision is, on a 412 (CodePreconditionFailed), the spec revision
+	// that is current (0: no spec yet).
+	Revision *int `json:"revision,omitempty"`
 }
 
 // Error codes and the HTTP status that goes with each.
@@ -63,8 +67,23 @@ const (
 	CodeTooLarge        = "too_large"         // 413
 	CodeInvalidSpec     = "invalid_spec"      // 422: a spec that fails validation
 	CodeInternal        = "internal"          // 500: never for bad input
-	CodeTimeout         = "timeout"           // 504: a gateway did not answer a relayed request in time
+	CodeTimeout         = "timeout"           // 408: a request body too slow; 504: a gateway did not answer a relayed request in time
 	CodeUnsupportedType = "unsupported_media" // 415: not application/json (or YAML for the spec)
+	// CodeGatewayRemoved (403): the credential of a gateway that was removed
+	// (fednet gateway remove). An agent that gets it stops; one that gets
+	// 401 (a credential the manager does not know, e.g. after its state
+	// was lost) keeps its data plane and retries.
+	CodeGatewayRemoved = "gateway_removed"
+	// CodePreconditionFailed (412): PUT /v1/spec with If-Match naming a
+	// revision that is no longer the current one; Error.Revision is the
+	// current one.
+	CodePreconditionFailed = "precondition_failed"
+	// CodeInvalidReport (422): a status report that does not fit the
+	// gateway's plan (an unknown peer, a number out of range).
+	CodeInvalidReport = "invalid_report"
+	// CodeTooManyRequests (429): a credential holding too many watches, or
+	// an address with too many failed authentications.
+	CodeTooManyRequests = "too_many_requests"
 )
 
 // Problem is one validation problem of a spec.
@@ -82,9 +101,16 @@ type SpecRequest struct {
 
 // SpecResponse answers GET and PUT /v1/spec.
 type SpecResponse struct {
-	Revision int       `json:"revision"`
-	YAML     string    `json:"yaml"`
-	Created  time.Time `json:"created"`
+	// Revision is the current revision (GET), the one stored (PUT), or the
+	// one a dry run would store.
+	Revision int `json:"revision"`
+	// BaseRevision is the revision that was current when the manager
+	// answered (0: no spec yet): the diff goes from it. To apply exactly
+	// the change a dry run showed, PUT with If-Match: "BaseRevision".
+	// The ETag header of the answer says the same for GET.
+	BaseRevision int       `json:"baseRevision"`
+	YAML         string    `json:"yaml"`
+	Created      time.Time `json:"created"`
 	// DryRun is true when nothing was stored (PUT ?dryRun=true).
 	DryRun bool `json:"dryRun,omitempty"`
 	// Changed is false when the spec equals the current one (no new
@@ -112,6 +138,10 @@ type TokenRequest struct {
 	Gateway string `json:"gateway,omitempty"`
 	Site    string `json:"site,omitempty"`
 	Network string `json:"network,omitempty"`
+	// Replaces, on a host token, names a joined host that a join with the
+	// token may replace (keeping its slot); without it, joining under a
+	// name that has joined already is refused (409).
+	Replaces string `json:"replaces,omitempty"`
 	// TTL is a Go duration ("1h"); default 1h, at most 168h.
 	TTL string `json:"ttl,omitempty"`
 }
@@ -119,15 +149,16 @@ type TokenRequest struct {
 // Token describes a join token. Token (the secret-carrying string) is only
 // in the response of its creation.
 type Token struct {
-	ID      string    `json:"id"`
-	Gateway string    `json:"gateway,omitempty"`
-	Site    string    `json:"site,omitempty"`
-	Network string    `json:"network,omitempty"`
-	Created time.Time `json:"created"`
-	Expires time.Time `json:"expires"`
-	Used    bool      `json:"used"`
-	Revoked bool      `json:"revoked"`
-	Token   string    `json:"token,omitempty"`
+	ID       string    `json:"id"`
+	Gateway  string    `json:"gateway,omitempty"`
+	Site     string    `json:"site,omitempty"`
+	Network  string    `json:"network,omitempty"`
+	Replaces string    `json:"replaces,omitempty"`
+	Created  time.Time `json:"created"`
+	Expires  time.Time `json:"expires"`
+	Used     bool      `json:"used"`
+	Revoked  bool      `json:"revoked"`
+	Token    string    `json:"token,omitempty"`
 }
 
 // EnrollRequest is the body of POST /v1/enroll.
@@ -178,9 +209,17 @@ type StatusReport struct {
 	Links      []LinkStatus `json:"links"`
 }
 
-// LinkStatus is one peer as the agent's WireGuard device sees it.
+// LinkStatus is the link to one peer as the agent's data plane sees it.
 type LinkStatus struct {
-	Peer          string        `json:"peer"` // gateway name
+	Peer string `json:"peer"` // gateway name
+	// Backend is the link's tunnel backend; empty in reports of agents
+	// from before tunnel drivers, whose links the manager judges by the
+	// handshake's age alone.
+	Backend backend.Name `json:"backend,omitempty"`
+	// Established is the tunnel driver's verdict that the tunnel works
+	// (WireGuard: a handshake within the last three minutes); the link is
+	// up when it is established and the probes are answered.
+	Established   bool          `json:"established"`
 	PublicKey     plan.Key      `json:"publicKey"`
 	Endpoint      string        `json:"endpoint,omitempty"`
 	LastHandshake time.Time     `json:"lastHandshake,omitempty"`
@@ -298,11 +337,14 @@ type Overview struct {
 // HostJoinRequest is the body of POST /v1/hosts (fednet host join).
 type HostJoinRequest struct {
 	// Name is the host's name, unique among hosts: 1 to 63 lowercase
-	// letters, digits and '-'. Joining again under the same name (with a
-	// new token) replaces the host and keeps its slot.
+	// letters, digits and '-'. Joining under a name that has joined
+	// already is refused (409) unless the host token was made to replace
+	// that host (TokenRequest.Replaces); the replacement keeps its slot.
 	Name string `json:"name"`
 	// Address is the host's address on its site's LAN, inside one of the
-	// site's prefixes: the tunnel's far end on the gateway.
+	// site's prefixes: the tunnel's far end on the gateway. Not the
+	// prefix's network or broadcast address, not a gateway's LAN address,
+	// not another host's.
 	Address netip.Addr `json:"address"`
 }
 

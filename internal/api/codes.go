@@ -24,8 +24,12 @@ func CodeFor(status int) string {
 		return CodeUnsupportedType
 	case http.StatusInternalServerError:
 		return CodeInternal
-	case http.StatusGatewayTimeout:
+	case http.StatusGatewayTimeout, http.StatusRequestTimeout:
 		return CodeTimeout
+	case http.StatusPreconditionFailed:
+		return CodePreconditionFailed
+	case http.StatusTooManyRequests:
+		return CodeTooManyRequests
 	}
 	return ""
 }

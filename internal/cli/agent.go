@@ -16,6 +16,7 @@ import (
 
 	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/dataplane"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/wgdev"
@@ -33,24 +34,42 @@ func newAgentCmd() *cobra.Command {
 		Long: `Agent runs on a site's gateway. It applies the gateway's plan to the kernel:
 the WireGuard interface and peers, addresses, routes, IP forwarding and the
 fednet nftables table. It reads what is there first and changes only what
-differs, so applying again changes nothing. Stopping the agent leaves the
-tunnels up; --down removes everything the plan created.
+differs, so applying again changes nothing, and it changes only what fednet
+owns: a plan that names another's interface or table, routes outside the
+federation's prefixes or bridges the uplink is refused whole (docs/agent.md).
+Stopping the agent leaves the tunnels up; --down removes what fednet made
+(no key needed).
 
-Managed mode (--data-dir DIR): the agent gets its plan from a manager. On first
-start it generates its WireGuard key in DIR/private.key (the private key never
+One reconcile loop, two plan sources. The loop applies the plan in force,
+applies again on every new plan from its source, every --resync (drift repair,
+e.g. a route someone deleted by hand), and runs the link probes for it. A plan
+the agent cannot use (a newer plan format than this fednet reads, a broken
+file) is refused: the plan in force stays, the refusal is logged and reported.
+The source is either a manager or a plan file:
+
+Managed mode (--data-dir DIR): the plan comes from a manager. On first start
+the agent generates its WireGuard key in DIR/private.key (the private key never
 leaves the machine), enrolls with the one-time join token from "fednet token
 create" (--token), and keeps its credential in DIR/credential.json. It then
 watches its plan, applies each new one, keeps the last one in DIR/plan.json and
 reports status every --status-interval. A restarted agent re-applies
-DIR/plan.json at once, before and without reaching the manager; while the
-manager is away it retries with backoff and the tunnels keep working. When the
-manager asks (fednet rotate-key), it rolls its key. When the gateway is removed
-(fednet gateway remove) the agent exits with status 1 and leaves the data plane
-as it is. Once enrolled, --token is not needed.
+DIR/plan.json at once, before and without reaching the manager. When the
+manager asks (fednet rotate-key), it rolls its key. The data plane stays as it
+is, and the agent keeps retrying with backoff (logging at once, then at most
+once a minute), while the manager:
+  - cannot be reached;
+  - answers 401, i.e. does not know the gateway's credential (its state was
+    lost or restored from an older backup);
+  - has no plan for the gateway (403 other than gateway_removed, 404), e.g.
+    because the spec no longer lists it.
+Only when the gateway is removed (fednet gateway remove: 403 gateway_removed)
+does the agent exit, with status 1, leaving the data plane as it is. Once
+enrolled, --token is not needed.
 
 Static mode (--plan FILE --key FILE): the plan comes from a file written by
-"fednet plan --gateway NAME -o json". The agent re-applies when the file
-changes or on SIGHUP, and every --resync to repair drift.
+"fednet plan --gateway NAME -o json". The first plan must be good (else exit
+status 1). The agent applies the file again when its content changes (checked
+every second) and at once on SIGHUP.
 
 Link probes and metrics (both modes): the agent answers link probes on its
 transit address (UDP 51821) and probes every peer through the tunnel once a
@@ -59,7 +78,7 @@ probe streams on UDP 51822 of its transit address, and with
 --bandwidth-interval estimates each link's available bandwidth on a schedule
 (docs/bandwidth.md). It serves Prometheus metrics at
 http://--metrics-listen/metrics (default ` + metrics.DefaultAgentListen + `; "" turns it off;
-docs/metrics.md).
+docs/metrics.md). docs/agent.md describes the loop and its sources.
 
 WireGuard: the kernel module when the kernel has it, otherwise a userspace
 device ("fednet wgdev", wireguard-go) in its own long-lived process, so that
@@ -72,7 +91,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
   # static: a plan file from "fednet plan --gateway NAME -o json"
   fednet agent --plan /etc/fednet/plan.json --key /etc/fednet/private.key
   fednet agent --plan plan.json --key private.key --once   # apply and exit
-  fednet agent --plan plan.json --key private.key --down   # remove it all`,
+  fednet agent --plan plan.json --down                     # remove it all (no key needed)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if m.dataDir != "" {
@@ -85,12 +104,15 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 				return errors.New("--plan FILE is required for a plan file (write one with: fednet plan -f spec.yaml --gateway NAME -o json); " +
 					"or give --data-dir DIR (with --token TOKEN on first start) to get plans from a manager")
 			}
-			mode, err := dataplane.ParseMode(wgMode)
+			mode, err := wireguard.ParseMode(wgMode)
 			if err != nil {
 				return fmt.Errorf("--wireguard: %w", err)
 			}
+			// Taking a gateway down needs no key; given one, --down also
+			// recognizes a tunnel interface made by a fednet from before
+			// tunnel marks (its device holds the key).
 			var priv plan.Key
-			if !down {
+			if !down || keyFile != "" {
 				k, err := readPrivateKey(keyFile)
 				if err != nil {
 					return err
@@ -98,7 +120,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 				priv = plan.Key(k)
 			}
 			logger := log.New(os.Stderr, "", log.LstdFlags)
-			dp, err := dataplane.NewLinux(dataplane.Config{PrivateKey: priv, WireGuard: mode, Logf: logger.Printf})
+			dp, err := newDataplane(priv, mode, logger.Printf)
 			if err != nil {
 				return err
 			}
@@ -128,7 +150,6 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 				}
 			}()
 			cfg.Reload = reload
-			cfg.Peers = agent.NewWGPeers()
 			if cfg.Bandwidth, err = m.bandwidthConfig(); err != nil {
 				return err
 			}
@@ -188,21 +209,28 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 	case m.statusInterval <= 0:
 		return fmt.Errorf("--status-interval %v: give a positive duration such as 5s", m.statusInterval)
 	}
-	mode, err := dataplane.ParseMode(wgMode)
+	mode, err := wireguard.ParseMode(wgMode)
 	if err != nil {
 		return fmt.Errorf("--wireguard: %w", err)
 	}
 	logger := log.New(cmd.ErrOrStderr(), "", log.LstdFlags)
-	newDataplane := func(priv plan.Key) (dataplane.Dataplane, error) {
-		return dataplane.NewLinux(dataplane.Config{PrivateKey: priv, WireGuard: mode, Logf: logger.Printf})
-	}
 	if down {
 		cached, err := agent.LoadCachedPlan(m.dataDir)
 		if err != nil {
 			return err
 		}
-		// Down needs no key; any will do.
-		dp, err := newDataplane(plan.Key{1})
+		// Down needs no key; the agent's, when there is one, also
+		// recognizes a tunnel interface made by a fednet from before
+		// tunnel marks.
+		var priv plan.Key
+		if path := filepath.Join(m.dataDir, agent.KeyFile); fileExists(path) {
+			k, err := readPrivateKey(path)
+			if err != nil {
+				return err
+			}
+			priv = plan.Key(k)
+		}
+		dp, err := newDataplane(priv, mode, logger.Printf)
 		if err != nil {
 			return err
 		}
@@ -227,18 +255,30 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 	}
 	defer stop()
 	return agent.RunManaged(cmd.Context(), agent.ManagedConfig{
-		Bandwidth:      bw,
-		Metrics:        mx,
-		DataDir:        m.dataDir,
-		JoinToken:      m.token,
-		Manager:        m.manager,
-		Endpoint:       m.endpoint,
-		NewDataplane:   newDataplane,
-		Peers:          agent.NewWGPeers(),
+		Bandwidth: bw,
+		Metrics:   mx,
+		DataDir:   m.dataDir,
+		JoinToken: m.token,
+		Manager:   m.manager,
+		Endpoint:  m.endpoint,
+		NewDataplane: func(priv plan.Key) (dataplane.Dataplane, error) {
+			return newDataplane(priv, mode, logger.Printf)
+		},
 		StatusInterval: m.statusInterval,
 		Resync:         resync,
 		Logf:           logger.Printf,
 	})
+}
+
+// newDataplane returns this machine's data plane with the gateway's
+// private key (zero: enough for --down) and WireGuard mode.
+func newDataplane(priv plan.Key, mode wireguard.Mode, logf func(string, ...any)) (dataplane.Dataplane, error) {
+	return dataplane.NewLinux(dataplane.Config{WireGuard: wireguard.Config{PrivateKey: priv, Mode: mode}, Logf: logf})
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // serveAgentMetrics serves a new agent exporter on addr ("" disables the

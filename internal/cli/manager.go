@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fednet/fednet/internal/manager"
+	"github.com/fednet/fednet/internal/manager/store"
 	"github.com/fednet/fednet/internal/metrics"
 )
 
@@ -20,6 +21,8 @@ import (
 func newManagerCmd() *cobra.Command {
 	var dataDir, listen, advertise, metricsListen string
 	var sans []string
+	var reinitialize bool
+	var limits manager.Limits
 	cmd := &cobra.Command{
 		Use:   "manager --data-dir DIR [--listen ADDR] [--advertise URL] [--san NAME]...",
 		Short: "Run the manager: the API that stores the spec, enrolls gateways and serves their plans",
@@ -30,13 +33,20 @@ manager is needed to change the federation, not to run it: while it is down,
 every tunnel keeps working on the agents' cached plans.
 
 It serves HTTPS only (TLS 1.3). On first start it creates, in --data-dir:
-  fednet.db     the state (SQLite): spec revisions, tokens, gateways, plans
+  fednet.db     the state (SQLite): spec revisions, tokens, gateways, plans,
+                status reports (fednet.db.lock keeps a second manager away)
   ca.crt        its own certificate authority; agents and operators pin its
   ca.key        SHA-256 fingerprint (ca.key is mode 0600)
   server.crt    the server certificate, signed by the CA, for the names below;
   server.key    re-issued when the names change
   admin.token   the operator's bearer token (mode 0600)
 Back up the whole directory (while the manager is stopped).
+
+A data directory with a CA or an admin token but a missing or empty
+fednet.db is refused: starting over with no state would make every agent's
+credential unknown. Restore fednet.db from a backup, or give --reinitialize
+to start with an empty state (every gateway must then enroll again). A
+damaged fednet.db is refused with what is wrong with it.
 
 --advertise is the https URL agents and operators reach the manager at; join
 tokens carry it and the server certificate names its host. It is required when
@@ -47,6 +57,9 @@ clients that reach the manager some other way.
 It serves the federation-wide Prometheus metrics, from the agents' reports, at
 http://--metrics-listen/metrics (default ` + metrics.DefaultManagerListen + `, no authentication;
 "" turns it off; docs/metrics.md).
+
+The --max-*, --*-timeout and --auth-* flags bound what clients can make the
+manager hold (docs/manager.md, "Limits").
 
 On start it prints the URL, the CA fingerprint and the "fednet login" line an
 operator runs. It stops on SIGINT or SIGTERM.`,
@@ -59,12 +72,22 @@ operator runs. It stops on SIGINT or SIGTERM.`,
 				return errors.New("--data-dir DIR is required: the directory for the manager's database, CA and admin token (created if missing)")
 			}
 			logger := log.New(os.Stderr, "", log.LstdFlags)
+			st, err := manager.OpenStore(cmd.Context(), dataDir, reinitialize)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if reinitialize {
+				logger.Printf("--reinitialize: a missing or empty %s was allowed to start an empty state", filepath.Join(dataDir, store.FileName))
+			}
 			m, err := manager.New(manager.Config{
 				DataDir:   dataDir,
+				Store:     st,
 				Listen:    listen,
 				Advertise: advertise,
 				SANs:      sans,
 				Logf:      logger.Printf,
+				Limits:    limits,
 			})
 			if err != nil {
 				return err
@@ -87,6 +110,14 @@ operator runs. It stops on SIGINT or SIGTERM.`,
 	f.StringVar(&advertise, "advertise", "", "https URL agents reach the manager at (https://HOST:PORT, HOST:PORT or HOST); required when --listen has no host")
 	f.StringVar(&metricsListen, "metrics-listen", metrics.DefaultManagerListen, "HOST:PORT of the federation-wide Prometheus metrics endpoint (/metrics, no authentication); \"\" disables it")
 	f.StringArrayVar(&sans, "san", nil, "extra DNS name or IP address for the server certificate (repeatable)")
+	f.BoolVar(&reinitialize, "reinitialize", false, "start with an empty state when fednet.db is missing or empty in a data directory that has a CA (every gateway must enroll again)")
+	f.IntVar(&limits.MaxConnections, "max-connections", manager.DefaultMaxConnections, "most client connections open at once; more wait")
+	f.DurationVar(&limits.IdleTimeout, "idle-timeout", manager.DefaultIdleTimeout, "close a connection with no request in flight after this long (HTTP/1.1 and HTTP/2)")
+	f.DurationVar(&limits.BodyTimeout, "body-timeout", manager.DefaultBodyTimeout, "most time a request body may take to arrive")
+	f.IntVar(&limits.WatchesPerCredential, "max-watches-per-credential", manager.DefaultWatchesPerCredential, "most long polls one credential may hold at once; one more gets 429")
+	f.Float64Var(&limits.AuthFailuresPerSecond, "auth-failures-per-second", manager.DefaultAuthFailuresPerSecond, "failed authentications allowed per client address and second, past the burst; more get 429")
+	f.IntVar(&limits.AuthFailureBurst, "auth-failure-burst", manager.DefaultAuthFailureBurst, "failed authentications a client address may make at once")
+	f.DurationVar(&limits.AuthLogInterval, "auth-log-interval", manager.DefaultAuthLogInterval, "log failed authentications as one line per this interval")
 	return cmd
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -137,6 +139,22 @@ func specError(path string, err error) error {
 	return err
 }
 
+// applyError explains a spec refused because the current revision moved
+// on from base, the one the printed diff is from; other errors as
+// specError.
+func applyError(path string, base int, err error) error {
+	var e *client.Error
+	if !errors.As(err, &e) || e.Status != http.StatusPreconditionFailed {
+		return specError(path, err)
+	}
+	cur := "another revision"
+	if e.Revision != nil {
+		cur = fmt.Sprintf("revision %d", *e.Revision)
+	}
+	return fmt.Errorf("the spec changed since the diff above was made (from revision %d): %s is current now, applied by someone else meanwhile; nothing was applied.\n"+
+		"Run fednet diff -f %s to see what your spec changes now, then fednet apply again", base, cur, path)
+}
+
 func affected(names []string) string {
 	if len(names) == 0 {
 		return "none"
@@ -164,7 +182,13 @@ func newApplyCmd() *cobra.Command {
 is reported with its line; a spec that fails leaves the current revision in
 force), then apply prints the diff of every affected gateway's plan and makes
 the spec the new revision. The affected agents apply their new plans within
-a second. A spec equal to the current one changes nothing.`,
+a second. A spec equal to the current one changes nothing.
+
+Apply stores the spec only if the revision its diff was computed from is
+still the current one. When someone else applied a spec in between, apply
+stores nothing and fails, naming the current revision: run fednet diff again
+to see what the spec would change now, then apply again. So two operators
+applying at once never silently revert each other's change.`,
 		Example: `  fednet apply -f federation.yaml
   fednet plan -f federation.yaml >/dev/null && fednet apply -f federation.yaml`,
 		Args: cobra.NoArgs,
@@ -185,9 +209,9 @@ a second. A spec equal to the current one changes nothing.`,
 					return nil
 				}
 				printDiff(out, dry.Diff)
-				res, err := c.PutSpec(ctx, string(data), false)
+				res, err := c.PutSpecIf(ctx, string(data), dry.BaseRevision)
 				if err != nil {
-					return specError(file, err)
+					return applyError(file, dry.BaseRevision, err)
 				}
 				if !res.Changed {
 					fmt.Fprintf(out, "no changes (revision %d)\n", res.Revision)
@@ -232,7 +256,7 @@ stored.`,
 					fmt.Fprintf(out, "no plan changes; applying would make a new revision of the spec text (current: %d)\n", dry.Revision)
 				default:
 					printDiff(out, dry.Diff)
-					fmt.Fprintf(out, "affected gateways: %s\n", affected(dry.Affected))
+					fmt.Fprintf(out, "affected gateways: %s (diff from revision %d)\n", affected(dry.Affected), dry.BaseRevision)
 				}
 				return nil
 			})
@@ -296,11 +320,37 @@ func bytesHuman(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", v, "KMGTP"[i])
 }
 
+// dash escapes s for a table (esc), or is "-" when s is empty.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return esc(s)
+}
+
+// esc makes a string from the manager safe for a terminal: control
+// characters (escape sequences, newlines, tabs that would shift a table's
+// columns) and invisible format characters (such as bidirectional
+// overrides) are shown as Go escapes (\x1b, \n, \u202e), so that a report
+// can neither forge a table row nor drive the terminal.
+func esc(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if !unsafeRune(r) {
+			b.WriteRune(r)
+			continue
+		}
+		q := strconv.QuoteRuneToASCII(r)
+		b.WriteString(q[1 : len(q)-1])
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
 }
 
 func linkState(up bool) string {
@@ -419,9 +469,9 @@ func printOverview(w io.Writer, o *api.Overview, now time.Time) {
 			planGen = strconv.FormatInt(g.PlanGeneration, 10)
 			rev = strconv.Itoa(g.AppliedRevision)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, g.Site, st, applied, planGen, rev, ago(g.LastReport, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", esc(g.Name), esc(g.Site), st, applied, planGen, rev, ago(g.LastReport, now))
 		if g.ApplyError != "" {
-			errs = append(errs, fmt.Sprintf("%s: %s", g.Name, g.ApplyError))
+			errs = append(errs, fmt.Sprintf("%s: %s", esc(g.Name), esc(g.ApplyError)))
 		}
 	}
 	tw.Flush()
@@ -441,7 +491,7 @@ func printOverview(w io.Writer, o *api.Overview, now time.Time) {
 				up++
 			}
 			rtt, loss := probeFigures(l.Probe)
-			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", l.From, l.To, linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
+			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
 				dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
 		}
 		tw.Flush()
@@ -519,7 +569,7 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 				for _, p := range s.Prefixes {
 					ps = append(ps, p.String())
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Provider, dash(s.Region), dash(strings.Join(ps, ",")), dash(strings.Join(s.Gateways, ",")))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", esc(s.Name), esc(s.Provider), dash(s.Region), dash(strings.Join(ps, ",")), dash(strings.Join(s.Gateways, ",")))
 			}
 			tw.Flush()
 		}, err
@@ -533,7 +583,7 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 				if g.TransitAddress.IsValid() {
 					transit = g.TransitAddress.String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", g.Name, g.Site, gatewayState(g),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", esc(g.Name), esc(g.Site), gatewayState(g),
 					dash(first(g.Endpoint, g.ObservedAddress)), transit, dash(g.PublicKey.String()),
 					g.AppliedGeneration, g.PlanGeneration, ago(g.LastReport, now))
 			}
@@ -547,7 +597,7 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
 			for _, l := range v {
 				rtt, loss := probeFigures(l.Probe)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", l.From, l.To, linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
 					dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
 			}
 			tw.Flush()
@@ -558,7 +608,7 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 			tw := newTable(w)
 			fmt.Fprintln(tw, "NAME\tID\tMODE\tSITES")
 			for _, n := range v {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", n.Name, n.ID, n.Mode, strings.Join(n.Sites, ","))
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", esc(n.Name), n.ID, esc(n.Mode), esc(strings.Join(n.Sites, ",")))
 			}
 			tw.Flush()
 		}, err
@@ -640,7 +690,7 @@ manager) and a secret. Treat it as a password until it is used.`,
 
 func newTokenCreateCmd() *cobra.Command {
 	var cf connFlags
-	var gateway, site, network string
+	var gateway, site, network, replace string
 	var ttl time.Duration
 	cmd := &cobra.Command{
 		Use:   "create (--gateway NAME | --site SITE --network NETWORK) [--ttl 1h]",
@@ -651,7 +701,10 @@ error. The gateway must be in the current spec.
 
 With --site and --network instead of --gateway it makes a host token: it lets
 one host of SITE (a site with fabric: dropsUnknownMACs) join the bridged
-NETWORK through a neighbor tunnel, with "fednet host join" (docs/neighbors.md).`,
+NETWORK through a neighbor tunnel, with "fednet host join" (docs/neighbors.md).
+A host name that has joined already is refused unless the token was made with
+--replace NAME: then the join replaces that host (for a host that lost its
+identity, say), keeping its tunnel port.`,
 		Example: `  fednet token create --gateway aws-gw
   ssh aws-gw fednet agent --data-dir /var/lib/fednet --token "$(fednet token create --gateway aws-gw --ttl 10m)"
   fednet token create --site aws-eu --network lan > lan.token   # a host token`,
@@ -665,13 +718,15 @@ NETWORK through a neighbor tunnel, with "fednet host join" (docs/neighbors.md).`
 				return errors.New("give --gateway (a gateway's token) or --site and --network (a host token), not both")
 			case host && (site == "" || network == ""):
 				return errors.New("a host token needs both --site SITE and --network NETWORK")
+			case replace != "" && !host:
+				return errors.New("--replace NAME is for host tokens: give --site SITE and --network NETWORK too")
 			}
 			if ttl < 0 {
 				return fmt.Errorf("--ttl %v: give a positive duration such as 1h (at most 168h)", ttl)
 			}
 			return managerCall(&cf, func(c *client.Client) error {
 				if host {
-					tok, err := c.CreateHostToken(cmd.Context(), site, network, ttl)
+					tok, err := c.CreateHostTokenReplacing(cmd.Context(), site, network, replace, ttl)
 					if err != nil {
 						return err
 					}
@@ -696,6 +751,7 @@ NETWORK through a neighbor tunnel, with "fednet host join" (docs/neighbors.md).`
 	cmd.Flags().StringVar(&gateway, "gateway", "", "gateway the token enrolls")
 	cmd.Flags().StringVar(&site, "site", "", "host token: the site of the host (fabric: dropsUnknownMACs)")
 	cmd.Flags().StringVar(&network, "network", "", "host token: the bridged network the host joins")
+	cmd.Flags().StringVar(&replace, "replace", "", "host token: the joined host a join with this token may replace")
 	cmd.Flags().DurationVar(&ttl, "ttl", 0, "how long the token is valid (default: the manager's, 1h; at most 168h)")
 	cf.add(cmd)
 	return cmd
@@ -735,7 +791,7 @@ func newTokenListCmd() *cobra.Command {
 					if what == "" {
 						what = "host of " + t.Site + " on " + t.Network
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.ID, what, tokenState(t, now), t.Expires.Local().Format(time.DateTime))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", esc(t.ID), esc(what), tokenState(t, now), t.Expires.Local().Format(time.DateTime))
 				}
 				return tw.Flush()
 			})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/client/clienttest"
 	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/plan"
@@ -427,18 +429,15 @@ func startAgent(t *testing.T, gateway string) (dir string, done <-chan error) {
 		t.Fatalf("token create: %v\n%s", err, stderr)
 	}
 	dir = t.TempDir()
-	peers := &fakeHandshakes{}
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1) // the test may take the result; cleanup then finds it gone
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
 		ch <- agent.RunManaged(ctx, agent.ManagedConfig{
-			DataDir: dir, JoinToken: strings.TrimSpace(tok), Peers: peers,
+			DataDir: dir, JoinToken: strings.TrimSpace(tok),
 			NewDataplane: func(plan.Key) (dataplane.Dataplane, error) {
-				f := dataplane.NewFake()
-				peers.fake = f
-				return f, nil
+				return fakeHandshakes{dataplane.NewFake()}, nil
 			},
 			StatusInterval: 50 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		})
@@ -454,33 +453,17 @@ func startAgent(t *testing.T, gateway string) (dir string, done <-chan error) {
 	return dir, ch
 }
 
-// fakeHandshakes reports every peer on the fake device as having
-// handshaken five seconds ago.
-type fakeHandshakes struct{ fake *dataplane.Fake }
+// fakeHandshakes is a fake data plane whose every link handshook five
+// seconds ago.
+type fakeHandshakes struct{ *dataplane.Fake }
 
-func (f *fakeHandshakes) Peers(_ context.Context, _ string) ([]agent.PeerStats, error) {
-	var out []agent.PeerStats
-	if f.fake == nil {
-		return nil, nil
+func (f fakeHandshakes) Status(ctx context.Context, g plan.Gateway) ([]dataplane.LinkState, error) {
+	links, err := f.Fake.Status(ctx, g)
+	for i := range links {
+		links[i].LastHandshake, links[i].Established = time.Now().Add(-5*time.Second), true
+		links[i].RxBytes, links[i].TxBytes = 1536, 4<<20
 	}
-	if wg := f.fake.State().WireGuard; wg != nil {
-		for _, p := range wg.Peers {
-			out = append(out, agent.PeerStats{PublicKey: p.PublicKey, Endpoint: p.Endpoint, LastHandshake: time.Now().Add(-5 * time.Second), RxBytes: 1536, TxBytes: 4 << 20})
-		}
-	}
-	return out, nil
-}
-
-// poll runs f until it holds or 10 s pass.
-func poll(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return links, err
 }
 
 func TestStatusRotateRemove(t *testing.T) {
@@ -492,10 +475,10 @@ func TestStatusRotateRemove(t *testing.T) {
 
 	awsDir, awsDone := startAgent(t, "aws-gw")
 	startAgent(t, "azure-gw")
-	poll(t, "both gateways applied and their link up", func() bool {
+	await.Until(t, 10*time.Second, func() (bool, string) {
 		out := mustRun(t, "status")
 		return strings.Count(out, " applied ") == 2 && strings.Contains(out, "aws-gw -> azure-gw") &&
-			strings.Contains(out, "azure-gw -> aws-gw") && !strings.Contains(out, " down ")
+			strings.Contains(out, "azure-gw -> aws-gw") && !strings.Contains(out, " down "), "both gateways applied and their link up; status:\n" + out
 	})
 	out = mustRun(t, "status")
 	contains(t, "status", out, "GATEWAY", "aws-gw", "azure-gw", "onprem-gw", "not enrolled", "LINK", " up ", "5s ago", "1.5 KiB", "4.0 MiB",
@@ -506,21 +489,24 @@ func TestStatusRotateRemove(t *testing.T) {
 	// A spec change: the gateways are behind until their agents apply it,
 	// which the status shows as applied again.
 	mustRun(t, "apply", "-f", specWithMTU(t, "1400"))
-	poll(t, "the change applied", func() bool { return strings.Count(mustRun(t, "status"), " applied ") == 2 })
+	await.Until(t, 10*time.Second, func() (bool, string) {
+		out := mustRun(t, "status")
+		return strings.Count(out, " applied ") == 2, "the change applied on both gateways; status:\n" + out
+	})
 
 	// Key rotation through the CLI.
 	keyFile := filepath.Join(awsDir, agent.KeyFile)
 	old, _ := os.ReadFile(keyFile)
 	contains(t, "rotate-key", mustRun(t, "rotate-key", "aws-gw"), "asked gateway aws-gw to roll its key")
-	poll(t, "a new key file", func() bool {
+	await.Until(t, 10*time.Second, func() (bool, string) {
 		now, _ := os.ReadFile(keyFile)
-		return len(now) > 0 && !bytes.Equal(now, old)
+		return len(now) > 0 && !bytes.Equal(now, old), "a new key file " + keyFile
 	})
 	var gws []api.Gateway
-	poll(t, "the manager's new key for aws-gw", func() bool {
+	await.Until(t, 10*time.Second, func() (bool, string) {
 		json.Unmarshal([]byte(mustRun(t, "get", "gateways", "-o", "json")), &gws)
 		i := slices.IndexFunc(gws, func(g api.Gateway) bool { return g.Name == "aws-gw" })
-		return i >= 0 && gws[i].KeyRotation == 1
+		return i >= 0 && gws[i].KeyRotation == 1, fmt.Sprintf("the manager's new key for aws-gw: gateways %+v", gws)
 	})
 
 	// Removal: the agent ends, saying so, and the status says removed.

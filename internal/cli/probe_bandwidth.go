@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fednet/fednet/internal/abw"
+	"github.com/fednet/fednet/internal/abw/abwlab"
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/client"
 	"github.com/fednet/fednet/internal/lab"
@@ -131,7 +132,7 @@ func probeInLab(ctx context.Context, lf *labFlags, from, to string, compare bool
 	if err != nil {
 		return bandwidthReport{}, err
 	}
-	res, err := abw.InLab(ctx, l, from, to, abw.Config{})
+	res, err := abwlab.Estimate(ctx, l, from, to, abw.Config{})
 	if err != nil {
 		return bandwidthReport{}, err
 	}
@@ -150,7 +151,7 @@ func probeInLab(ctx context.Context, lf *labFlags, from, to string, compare bool
 // estimate's upper bound, between the gateways' transit addresses.
 func compareIperf3(ctx context.Context, l *lab.Lab, from, to string, res abw.Result, d time.Duration) (iperfComparison, error) {
 	gf, gt := l.Gateway(from), l.Gateway(to)
-	dst, err := abw.TransitAddr(l, gt)
+	dst, err := abwlab.TransitAddr(l, gt)
 	if err != nil {
 		return iperfComparison{}, err
 	}

@@ -13,11 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fednet/fednet/internal/closeonexec"
 	"github.com/fednet/fednet/internal/spec"
 )
 
 // Main runs the command line and returns the process exit status.
 func Main(args []string) int {
+	closeonexec.Inherited()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := NewRoot()
@@ -57,6 +59,7 @@ Start with "fednet lab demo" to see a three-site federation on this machine.`,
 	}
 	root.AddCommand(newPlanCmd(), newKeygenCmd(), newPubkeyCmd(), newAgentCmd(), newWgdevCmd(), newLabCmd(), newManagerCmd(), newHostCmd(), newBenchCmd(), newProbeCmd())
 	root.AddCommand(newOperatorCmds()...)
+	root.AddCommand(newCloudCmd(), newDocsCmd())
 	return root
 }
 

@@ -39,6 +39,23 @@ func (c *Client) PutSpec(ctx context.Context, yaml string, dryRun bool) (*api.Sp
 	return &out, nil
 }
 
+// PutSpecIf stores a spec document as the next revision only if revision
+// base is still the current one (If-Match; 0: no spec yet), the revision a
+// dry run's diff was computed from (SpecResponse.BaseRevision). When the
+// spec moved on meanwhile it stores nothing and returns a *Error with
+// status 412 (api.CodePreconditionFailed) whose Revision is the current
+// revision. A spec equal to the current one is no change (Changed false)
+// whatever base is.
+func (c *Client) PutSpecIf(ctx context.Context, yaml string, base int) (*api.SpecResponse, error) {
+	var out api.SpecResponse
+	r := request{method: http.MethodPut, path: api.PathSpec, body: api.SpecRequest{YAML: yaml},
+		header: http.Header{"If-Match": {strconv.Quote(strconv.Itoa(base))}}}
+	if _, err := c.do(ctx, r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Revisions lists the stored spec revisions.
 func (c *Client) Revisions(ctx context.Context) ([]api.Revision, error) {
 	var out []api.Revision
@@ -64,7 +81,14 @@ func (c *Client) CreateToken(ctx context.Context, gateway string, ttl time.Durat
 // CreateHostToken creates a one-time host token: it lets one host of site
 // join the bridged network through a neighbor tunnel (JoinHost).
 func (c *Client) CreateHostToken(ctx context.Context, site, network string, ttl time.Duration) (*api.Token, error) {
-	req := api.TokenRequest{Site: site, Network: network}
+	return c.CreateHostTokenReplacing(ctx, site, network, "", ttl)
+}
+
+// CreateHostTokenReplacing is CreateHostToken for a token that may also
+// replace the joined host named replaces (a join under a name that has
+// joined is refused otherwise); "" makes a plain host token.
+func (c *Client) CreateHostTokenReplacing(ctx context.Context, site, network, replaces string, ttl time.Duration) (*api.Token, error) {
+	req := api.TokenRequest{Site: site, Network: network, Replaces: replaces}
 	if ttl > 0 {
 		req.TTL = ttl.String()
 	}

@@ -294,6 +294,16 @@ func IsAuth(err error) bool {
 	return s == http.StatusUnauthorized || s == http.StatusForbidden
 }
 
+// CodeOf returns the api.Error code of a *Error in err's chain, or "" when
+// err is not an answer of the manager.
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
 // request is one API call.
 type request struct {
 	method string
@@ -301,6 +311,7 @@ type request struct {
 	query  url.Values
 	body   any    // JSON-encoded when not nil
 	token  string // overrides the client's token when not empty
+	header http.Header
 	// timeout, when not zero, replaces the client's timeout.
 	timeout time.Duration
 }
@@ -335,6 +346,9 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 	req.Header.Set("User-Agent", "fednet")
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range r.header {
+		req.Header[k] = v
 	}
 	token := r.token
 	if token == "" {

@@ -228,8 +228,8 @@ func TestErrors(t *testing.T) {
 
 // recorded is one request the fake manager saw.
 type recorded struct {
-	method, path, query, auth, contentType string
-	body                                   map[string]any
+	method, path, query, auth, contentType, ifMatch string
+	body                                            map[string]any
 }
 
 // fakeManager answers every request with the canned body for its method
@@ -244,7 +244,7 @@ type fakeManager struct {
 func (f *fakeManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	data, _ := io.ReadAll(r.Body)
 	rec := recorded{method: r.Method, path: r.URL.EscapedPath(), query: r.URL.RawQuery,
-		auth: r.Header.Get("Authorization"), contentType: r.Header.Get("Content-Type")}
+		auth: r.Header.Get("Authorization"), contentType: r.Header.Get("Content-Type"), ifMatch: r.Header.Get("If-Match")}
 	if len(data) > 0 {
 		json.Unmarshal(data, &rec.body)
 	}
@@ -318,7 +318,10 @@ func TestCalls(t *testing.T) {
 			func(t *testing.T, v any) { is(t, v.(*api.SpecResponse).Affected[0], "a-gw") }},
 		{"PutSpec", func() (any, error) { return c.PutSpec(ctx, "name: x\n", false) },
 			want{"PUT", "/v1/spec", "", admin, map[string]any{"yaml": "name: x\n"}},
-			func(t *testing.T, v any) { is(t, v.(*api.SpecResponse).Revision, 4) }},
+			func(t *testing.T, v any) { is(t, v.(*api.SpecResponse).Revision, 4); is(t, fake.last().ifMatch, "") }},
+		{"PutSpecIf", func() (any, error) { return c.PutSpecIf(ctx, "name: x\n", 3) },
+			want{"PUT", "/v1/spec", "", admin, map[string]any{"yaml": "name: x\n"}},
+			func(t *testing.T, v any) { is(t, v.(*api.SpecResponse).Revision, 4); is(t, fake.last().ifMatch, `"3"`) }},
 		{"Revisions", func() (any, error) { return c.Revisions(ctx) },
 			want{"GET", "/v1/revisions", "", admin, nil},
 			func(t *testing.T, v any) { is(t, len(v.([]api.Revision)), 2) }},
@@ -355,7 +358,7 @@ func TestCalls(t *testing.T) {
 			return nil, c.PutStatus(ctx, "a-gw", api.StatusReport{Generation: 7, Revision: 4, Links: []api.LinkStatus{{Peer: "b-gw", RxBytes: 9}}})
 		},
 			want{"PUT", "/v1/gateways/a-gw/status", "", admin, map[string]any{"generation": 7.0, "revision": 4.0,
-				"links": []any{map[string]any{"peer": "b-gw", "publicKey": "", "rxBytes": 9.0, "txBytes": 0.0, "lastHandshake": "0001-01-01T00:00:00Z"}}}}, nil},
+				"links": []any{map[string]any{"peer": "b-gw", "established": false, "publicKey": "", "rxBytes": 9.0, "txBytes": 0.0, "lastHandshake": "0001-01-01T00:00:00Z"}}}}, nil},
 		{"PutKey", func() (any, error) { return nil, c.PutKey(ctx, "a-gw", api.KeyRequest{PublicKey: key, Rotation: 2}) },
 			want{"PUT", "/v1/gateways/a-gw/key", "", admin, map[string]any{"publicKey": key.String(), "rotation": 2.0}}, nil},
 		{"Rotate", func() (any, error) { return nil, c.Rotate(ctx, "a-gw") },
@@ -404,6 +407,21 @@ func TestCalls(t *testing.T) {
 				tt.check(t, v)
 			}
 		})
+	}
+}
+
+// TestPreconditionFailed: a 412 answer is an *Error carrying the current
+// revision and the code.
+func TestPreconditionFailed(t *testing.T) {
+	srv := clienttest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusPreconditionFailed)
+		io.WriteString(w, `{"code":"precondition_failed","message":"the spec changed since revision 3: revision 5 is current","field":"If-Match","revision":5}`)
+	}))
+	_, err := newClient(t, srv.URL, srv.Fingerprint()).PutSpecIf(context.Background(), "x: 1", 3)
+	var e *client.Error
+	if !errors.As(err, &e) || e.Status != 412 || e.Revision == nil || *e.Revision != 5 || client.CodeOf(err) != api.CodePreconditionFailed {
+		t.Errorf("err %v, want a 412 *Error with revision 5", err)
 	}
 }
 

@@ -3,59 +3,76 @@ package dataplane
 import (
 	"fmt"
 
+	"github.com/fednet/fednet/internal/backend"
+	"github.com/fednet/fednet/internal/dataplane/tunnel"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
 )
 
-// Mode says which WireGuard implementation the Linux dataplane uses.
-type Mode int
-
-const (
-	// Auto uses kernel WireGuard when the kernel has it, else userspace.
-	Auto Mode = iota
-	// Kernel uses kernel WireGuard only.
-	Kernel
-	// Userspace uses a userspace device (fednet wgdev, wireguard-go) only.
-	Userspace
-)
-
-// String returns "auto", "kernel" or "userspace".
-func (m Mode) String() string {
-	switch m {
-	case Auto:
-		return "auto"
-	case Kernel:
-		return "kernel"
-	case Userspace:
-		return "userspace"
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
-
-// ParseMode is the inverse of Mode.String.
-func ParseMode(s string) (Mode, error) {
-	for _, m := range []Mode{Auto, Kernel, Userspace} {
-		if m.String() == s {
-			return m, nil
-		}
-	}
-	return Auto, fmt.Errorf("WireGuard mode %q is not valid: use auto, kernel or userspace", s)
-}
-
 // Config configures the Linux dataplane (NewLinux).
 type Config struct {
-	// PrivateKey is this gateway's WireGuard private key. Required.
-	PrivateKey plan.Key
-	// WireGuard chooses kernel or userspace WireGuard; Auto by default.
-	WireGuard Mode
-	// WGDevCommand is the argv that starts the userspace device; the
-	// interface name is appended. The process must serve the UAPI socket
-	// /var/run/wireguard/NAME.sock and live until its interface is deleted
-	// (see package wgdev). Default: this executable with argument "wgdev".
-	WGDevCommand []string
-	// WGDevLog is the file the userspace device's output goes to, appended.
-	// Default: /var/run/wireguard/NAME.log, next to its socket.
-	WGDevLog string
-	// Logf receives notices (a userspace device started, a dead one
-	// replaced); nil discards them. Errors are returned, not logged.
+	// WireGuard configures the WireGuard driver: the gateway's private key
+	// (needed to apply a plan, not to take one down) and kernel or
+	// userspace WireGuard.
+	WireGuard wireguard.Config
+	// Drivers are tunnel drivers for further backends, or replacements
+	// of built-in ones (tests); each backend must be in package backend's
+	// table.
+	Drivers []tunnel.Machine
+	// Logf receives notices; nil discards them. Errors are returned, not
+	// logged.
 	Logf func(format string, args ...any)
 }
+
+// builtIn returns the drivers fednet ships, one line per backend: the
+// registry of tunnel drivers.
+func builtIn(cfg Config) ([]tunnel.Machine, error) {
+	if cfg.WireGuard.Logf == nil {
+		cfg.WireGuard.Logf = cfg.Logf
+	}
+	wg, err := wireguard.New(cfg.WireGuard)
+	if err != nil {
+		return nil, err
+	}
+	return []tunnel.Machine{wg}, nil
+}
+
+// registry is the tunnel drivers of one data plane, by backend.
+type registry map[backend.Name]tunnel.Driver
+
+// newRegistry returns the registry of drivers; a later driver of a backend
+// replaces an earlier one. Every driver's backend must be in package
+// backend's table.
+func newRegistry(drivers ...tunnel.Driver) (registry, error) {
+	r := registry{}
+	for _, d := range drivers {
+		b := d.Backend()
+		if _, ok := backend.Lookup(b); !ok {
+			return nil, fmt.Errorf("dataplane: driver for backend %q, which package backend does not know (it has: %s)", b, backend.List())
+		}
+		r[b] = d
+	}
+	return r, nil
+}
+
+// Ready reports whether a data plane with the built-in drivers sets up the
+// link to p now (WireGuard: once the peer's key is known); a peer of a
+// backend without a built-in driver counts as ready. The agent probes only
+// links that are ready.
+func Ready(p plan.Peer) bool {
+	for _, d := range readyDrivers {
+		if d.Backend() == p.Backend {
+			return d.Configured(p)
+		}
+	}
+	return true
+}
+
+// readyDrivers are the built-in drivers without keys, for Ready.
+var readyDrivers = func() []tunnel.Machine {
+	ms, err := builtIn(Config{})
+	if err != nil {
+		panic(fmt.Sprintf("dataplane: the built-in drivers: %v", err))
+	}
+	return ms
+}()

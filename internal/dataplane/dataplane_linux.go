@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,89 +15,85 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-	"golang.zx2c4.com/wireguard/wgctrl"
-	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/fednet/fednet/internal/backend"
+	"github.com/fednet/fednet/internal/dataplane/tunnel"
 	"github.com/fednet/fednet/internal/plan"
 )
 
 const ipForward = "/proc/sys/net/ipv4/ip_forward"
 
+// linuxOp is an op that runs on Linux; it returns the change it made.
+type linuxOp interface {
+	exec(ctx context.Context, d *linuxDataplane) (Change, error)
+}
+
 // linuxDataplane changes the network namespace the process runs in.
 type linuxDataplane struct {
-	cfg  Config
-	pub  plan.Key
-	logf func(string, ...any)
+	reg      registry
+	machines map[backend.Name]tunnel.Machine
+	logf     func(string, ...any)
 
 	mu sync.Mutex // serializes Apply and Down
-
-	pidsMu sync.Mutex
-	pids   []int // userspace devices started, for tests
 }
 
 // NewLinux returns the dataplane of this machine: the network namespace the
-// process runs in. It reads the kernel through netlink, wgctrl and
-// nftables and changes it the same way. Apply and Down are safe for
-// concurrent use; they are serialized.
+// process runs in. It reads the kernel through netlink, nftables and the
+// tunnel drivers and changes it the same way. Without a WireGuard private
+// key it takes plans down and reports status, and refuses to apply. Apply
+// and Down are safe for concurrent use; they are serialized.
 func NewLinux(cfg Config) (Dataplane, error) {
 	return newLinux(cfg)
 }
 
 func newLinux(cfg Config) (*linuxDataplane, error) {
-	if cfg.PrivateKey.IsZero() {
-		return nil, errors.New("dataplane: Config.PrivateKey is required")
+	ms, err := builtIn(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
 	}
-	if cfg.WireGuard < Auto || cfg.WireGuard > Userspace {
-		return nil, fmt.Errorf("dataplane: Config.WireGuard %v is not valid: use Auto, Kernel or Userspace", cfg.WireGuard)
+	ms = append(ms, cfg.Drivers...)
+	d := &linuxDataplane{machines: map[backend.Name]tunnel.Machine{}, logf: cfg.Logf}
+	var drivers []tunnel.Driver
+	for _, m := range ms {
+		d.machines[m.Backend()] = m
+		drivers = append(drivers, m)
 	}
-	if len(cfg.WGDevCommand) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("dataplane: finding this executable for the userspace WireGuard command: %w", err)
-		}
-		cfg.WGDevCommand = []string{exe, "wgdev"}
+	if d.reg, err = newRegistry(drivers...); err != nil {
+		return nil, err
 	}
-	cfg.WGDevCommand = slices.Clone(cfg.WGDevCommand)
-	logf := cfg.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	if d.logf == nil {
+		d.logf = func(string, ...any) {}
 	}
-	return &linuxDataplane{
-		cfg:  cfg,
-		pub:  plan.Key(wgtypes.Key(cfg.PrivateKey).PublicKey()),
-		logf: logf,
-	}, nil
+	return d, nil
 }
 
 // Apply implements Dataplane.
 func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if err := validatePlan(p); err != nil {
-		return nil, err
-	}
 	p, resolveErr := resolveEndpoints(ctx, p)
 	errs := []error{resolveErr}
 	var changes []Change
 	failed := map[Change]bool{} // not retried in the second round
-	var created []plan.Key      // peers added
-	rekeyed := false            // our own key changed: every link is new
-	var diffErr error           // part of the plan cannot be applied
-	// Creating the interface changes what the rest must do (its MTU, its
-	// device); rather than trust a prediction, read the kernel again after
-	// creating it and diff anew. The second round never recreates it.
+	done := map[backend.Name][]tunnel.Op{}
+	tunnels := map[string]bool{}
+	for _, t := range p.Tunnels {
+		tunnels[t.Name] = true
+	}
+	// Creating a tunnel interface changes what the rest must do (its MTU,
+	// its device); rather than trust a prediction, read the kernel again
+	// after creating it and diff anew. The second round never recreates it.
 	for round := 0; round < 2; round++ {
-		cur, err := d.read(ctx, tunnelOf(p).Name, p.Firewall.Table, p.Bridges)
+		cur, err := d.read(ctx, p)
 		if err != nil {
 			errs = append(errs, err)
 			break
 		}
-		ops, err := diff(cur, p, options{publicKey: d.pub, mode: d.cfg.WireGuard})
-		if ops == nil && err != nil {
+		ops, err := diff(cur, p, d.reg, kernelL2{})
+		if err != nil {
 			errs = append(errs, err)
 			break
 		}
-		diffErr = err
 		again := false
 		unusable := map[string]bool{}
 		for _, o := range ops {
@@ -106,38 +101,32 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 				errs = append(errs, err)
 				return changes, errors.Join(errs...)
 			}
-			_, isAdd := o.(linkAdd)
-			_, isDel := o.(linkDel)
-			if round == 1 && (isAdd || isDel) {
-				if !unusable[tunnelOf(p).Name] {
-					errs = append(errs, fmt.Errorf("interface %s is still not a working WireGuard interface after creating it", tunnelOf(p).Name))
-					unusable[tunnelOf(p).Name] = true
+			t := o.target()
+			recreate := tunnels[t.Interface] && (t.Creates || t.Deletes)
+			if round == 1 && recreate {
+				if !unusable[t.Interface] {
+					errs = append(errs, fmt.Errorf("interface %s is still not a working tunnel after creating it", t.Interface))
+					unusable[t.Interface] = true
 				}
 				continue
 			}
-			if unusable[o.link()] || failed[o.change()] {
+			if unusable[needs(o)] || failed[o.change()] {
 				continue
 			}
-			c, err := d.exec(ctx, o)
+			c, err := o.(linuxOp).exec(ctx, d)
 			if err != nil {
 				errs = append(errs, err)
 				failed[o.change()] = true
-				if isAdd || isDel {
-					unusable[tunnelOf(p).Name] = true
-				}
-				if n := creates(o); n != "" {
-					unusable[n] = true
+				if recreate || t.Creates {
+					unusable[t.Interface] = true
 				}
 				continue
 			}
 			changes = append(changes, c)
-			if ps, ok := o.(peerSet); ok && ps.create {
-				created = append(created, ps.key)
+			if dop, ok := o.(driverOp); ok {
+				done[dop.backend] = append(done[dop.backend], dop.op)
 			}
-			if ds, ok := o.(deviceSet); ok && ds.privateKey {
-				rekeyed = true
-			}
-			if isAdd {
+			if tunnels[t.Interface] && t.Creates {
 				again = true
 				break
 			}
@@ -146,77 +135,28 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 			break
 		}
 	}
-	if rekeyed {
-		created = nil
-		for _, peer := range p.Peers {
-			created = append(created, peer.WireGuard.PublicKey)
+	for _, t := range p.Tunnels {
+		if m, ok := d.machines[t.Backend]; ok && len(done[t.Backend]) > 0 {
+			m.Settle(ctx, t, peersOf(p, t.Backend), done[t.Backend])
 		}
 	}
-	d.initiate(p, created)
-	errs = append(errs, diffErr)
 	return changes, errors.Join(errs...)
 }
-
-// initiate starts the handshake with each new peer (every peer after our
-// own key changed) whose public key sorts above ours, by sending one datagram to the peer's transit address through
-// the tunnel. When both sides of a new link get traffic at once, both send
-// a handshake initiation, each answers the other's, and each drops the
-// answer to its own: the link then waits for WireGuard's 15-second retry.
-// With only the lower key initiating (before any traffic), new links come
-// up in one round trip. The datagram goes to the discard port; the peer's
-// firewall admits it from the tunnel and nothing listens there. Best
-// effort: a failure only costs the race its usual retry.
-func (d *linuxDataplane) initiate(p plan.Gateway, created []plan.Key) {
-	for _, k := range created {
-		if bytes.Compare(d.pub[:], k[:]) >= 0 {
-			continue
-		}
-		for _, peer := range p.Peers {
-			if peer.WireGuard.PublicKey != k {
-				continue
-			}
-			for _, a := range peer.AllowedIPs {
-				if !a.IsSingleIP() || !p.Firewall.Transit.Contains(a.Addr()) {
-					continue
-				}
-				conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a.Addr(), discardPort)))
-				if err == nil {
-					_, err = conn.Write([]byte("fednet: handshake"))
-					conn.Close()
-				}
-				if err != nil {
-					d.logf("starting the handshake with peer %s (%s): %v", peer.Gateway, a.Addr(), err)
-				}
-			}
-		}
-	}
-}
-
-// discardPort is the UDP port (RFC 863) the handshake datagram goes to.
-const discardPort = 9
 
 // Down implements Dataplane. It leaves IPv4 forwarding as it is: other
 // software on the machine may rely on it.
 func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	name := tunnelOf(p).Name
-	if validInterfaceName(name) != nil {
-		name = ""
-	}
-	table := p.Firewall.Table
-	if !validTableName(table) {
-		table = ""
-	}
-	cur, err := d.read(ctx, name, table, nil)
+	cur, err := d.read(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	ops, downErr := down(cur)
+	ops, downErr := down(cur, d.reg, kernelL2{})
 	errs := []error{downErr}
 	var changes []Change
 	for _, o := range ops {
-		c, err := d.exec(ctx, o)
+		c, err := o.(linuxOp).exec(ctx, d)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -226,314 +166,287 @@ func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, er
 	return changes, errors.Join(errs...)
 }
 
-// read returns the current state of the interface name (none when "") and
-// the nftables table (none when ""), and fednet's bridges and VXLAN devices
-// (with the interfaces of bridges that are not fednet's as Foreign).
-func (d *linuxDataplane) read(ctx context.Context, name, table string, bridges []plan.Bridge) (State, error) {
-	var s State
-	if name != "" {
-		link, err := netlink.LinkByName(name)
+// Status implements Dataplane.
+func (d *linuxDataplane) Status(ctx context.Context, p plan.Gateway) ([]LinkState, error) {
+	return status(p, d.reg, time.Now(), func(t plan.Tunnel) (tunnel.State, error) {
+		link, err := netlink.LinkByName(t.Name)
 		var notFound netlink.LinkNotFoundError
 		switch {
 		case errors.As(err, &notFound):
+			return tunnel.State{}, nil
 		case err != nil:
-			return s, fmt.Errorf("reading interface %s: %w", name, err)
-		default:
-			s.Link = linkState(link)
-			if err := readAddresses(link, s.Link); err != nil {
-				return s, err
-			}
-			if s.Link.Kind == KindKernel || s.Link.Kind == KindUserspace {
-				dev, err := readDevice(name)
-				switch {
-				case err != nil && s.Link.Kind == KindKernel:
-					return s, fmt.Errorf("reading WireGuard device %s: %w", name, err)
-				case err != nil:
-					d.logf("dataplane: %s is a TUN interface but no userspace WireGuard device answers (%v); it will be recreated", name, err)
-				default:
-					s.WireGuard = dev
-				}
-			}
+			return tunnel.State{}, fmt.Errorf("reading interface %s: %w", t.Name, err)
 		}
+		iface := interfaceOf(link)
+		m, ok := d.machines[t.Backend]
+		if !ok {
+			return tunnel.State{Link: &iface}, nil
+		}
+		dev, err := m.Read(ctx, iface)
+		st := tunnel.State{Link: &iface, Device: dev}
+		if err == nil && iface.Alias != tunnel.Mark(t.Backend) && !m.Adopt(st) {
+			// Someone else's interface says nothing of fednet's links.
+			return tunnel.State{}, fmt.Errorf("interface %s: %s", t.Name, foreignInterface(iface, tunnel.Mark(t.Backend)))
+		}
+		return st, err
+	})
+}
+
+// read returns the machine's state as far as plan p is concerned: every
+// tunnel interface p names or fednet marked (with its device, read by its
+// driver), fednet's bridged networks, its routes, forwarding, the table
+// plan.Table, and the underlay (the other interfaces, the default routes,
+// the routes to p's peer endpoints).
+func (d *linuxDataplane) read(ctx context.Context, p plan.Gateway) (State, error) {
+	var s State
+	links, err := netlink.LinkList()
+	if err != nil {
+		return s, fmt.Errorf("listing interfaces: %w", err)
 	}
-	if err := readBridges(&s, bridges); err != nil {
-		return s, err
+	names := map[int]string{}
+	for _, l := range links {
+		names[l.Attrs().Index] = l.Attrs().Name
 	}
-	if err := readNeighbors(&s, bridges); err != nil {
-		return s, err
+	planned := map[string]backend.Name{}
+	for _, t := range p.Tunnels {
+		planned[t.Name] = t.Backend
 	}
-	routes, err := readRoutes()
+	l2, l2Owned, err := readL2(links, names)
 	if err != nil {
 		return s, err
 	}
-	s.Routes = routes
+	s.L2 = l2
+	for _, l := range links {
+		a := l.Attrs()
+		if l2Owned[a.Index] {
+			continue
+		}
+		iface := interfaceOf(l)
+		if err := readAddresses(l, &iface); err != nil {
+			return s, err
+		}
+		b, isPlanned := planned[a.Name]
+		marked := strings.HasPrefix(a.Alias, tunnel.MarkPrefix)
+		if !marked {
+			s.Underlay.Interfaces = append(s.Underlay.Interfaces, iface)
+		}
+		if !isPlanned && !marked {
+			continue
+		}
+		ts := TunnelState{Name: a.Name, Backend: b, State: tunnel.State{Link: &iface}}
+		if !isPlanned {
+			ts.Backend = ts.Marked()
+		}
+		if m, ok := d.machines[ts.Backend]; ok {
+			dev, err := m.Read(ctx, iface)
+			if err != nil {
+				return s, err
+			}
+			ts.Device = dev
+		}
+		s.Tunnels = append(s.Tunnels, ts)
+	}
+	if s.Routes, err = readRoutes(names); err != nil {
+		return s, err
+	}
 	fwd, err := os.ReadFile(ipForward)
 	if err != nil {
 		return s, fmt.Errorf("reading IPv4 forwarding: %w", err)
 	}
 	s.Forwarding = strings.TrimSpace(string(fwd)) == "1"
-	if table != "" {
-		t, err := readTable(table)
-		if err != nil {
-			return s, fmt.Errorf("reading nftables table inet %s: %w", table, err)
-		}
-		s.Table = t
+	if s.Table, err = readTable(plan.Table); err != nil {
+		return s, fmt.Errorf("reading nftables table inet %s: %w", plan.Table, err)
 	}
+	if s.Underlay.DefaultRoutes, err = readDefaultRoutes(names); err != nil {
+		return s, err
+	}
+	s.Underlay.Endpoints = readEndpointRoutes(p, names)
 	s.normalize()
 	return s, nil
 }
 
-func linkState(link netlink.Link) *LinkState {
+// interfaceOf returns the interface without its addresses.
+func interfaceOf(link netlink.Link) tunnel.Interface {
 	a := link.Attrs()
 	kind := link.Type()
 	if tt, ok := link.(*netlink.Tuntap); ok {
 		kind = "tap"
 		if tt.Mode == netlink.TUNTAP_MODE_TUN {
-			kind = KindUserspace
+			kind = "tun"
 		}
 	}
-	return &LinkState{Name: a.Name, Kind: kind, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0}
+	return tunnel.Interface{Name: a.Name, Kind: kind, Alias: a.Alias, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0}
 }
 
-func readAddresses(link netlink.Link, ls *LinkState) error {
+func readAddresses(link netlink.Link, iface *tunnel.Interface) error {
 	addrs, err := netlink.AddrList(link, netlink.FAMILY_ALL)
 	if err != nil {
-		return fmt.Errorf("reading addresses of %s: %w", ls.Name, err)
+		return fmt.Errorf("reading addresses of %s: %w", iface.Name, err)
 	}
 	for _, a := range addrs {
 		p, ok := prefixOf(a.IPNet)
 		if !ok || p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() {
 			continue
 		}
-		ls.Addresses = append(ls.Addresses, p)
+		iface.Addresses = append(iface.Addresses, p)
 	}
+	sortPrefixes(iface.Addresses)
 	return nil
 }
 
-// wgTimeout bounds one wgctrl call (a variable for tests). wgctrl sets no deadline on the UAPI
-// socket, so a hung userspace device would otherwise hang Apply.
-var wgTimeout = 5 * time.Second
-
-// withTimeout runs f and returns its error, or an error after wgTimeout
-// (leaving f to finish in the background).
-func withTimeout(what string, f func() error) error {
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	timer := time.NewTimer(wgTimeout)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-timer.C:
-		return fmt.Errorf("%s: no answer within %v", what, wgTimeout)
-	}
-}
-
-// wgDevice returns the WireGuard device name through wgctrl, bounded by
-// wgTimeout.
-func wgDevice(name string) (*wgtypes.Device, error) {
-	var dev *wgtypes.Device
-	err := withTimeout("reading WireGuard device "+name, func() error {
-		c, err := wgctrl.New()
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		d, err := c.Device(name)
-		dev = d
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return dev, nil
-}
-
-func readDevice(name string) (*WireGuardState, error) {
-	dev, err := wgDevice(name)
-	if err != nil {
-		return nil, err
-	}
-	w := &WireGuardState{ListenPort: dev.ListenPort}
-	if dev.PrivateKey != (wgtypes.Key{}) {
-		w.PublicKey = plan.Key(dev.PublicKey)
-	}
-	for _, p := range dev.Peers {
-		ps := PeerState{
-			PublicKey:           plan.Key(p.PublicKey),
-			PersistentKeepalive: int(p.PersistentKeepaliveInterval / time.Second),
-		}
-		if p.Endpoint != nil {
-			ap := p.Endpoint.AddrPort()
-			ps.Endpoint = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
-		}
-		for _, a := range p.AllowedIPs {
-			if pre, ok := prefixOf(&a); ok {
-				ps.AllowedIPs = append(ps.AllowedIPs, pre)
-			}
-		}
-		w.Peers = append(w.Peers, ps)
-	}
-	return w, nil
-}
-
-func readRoutes() ([]RouteState, error) {
+func readRoutes(names map[int]string) ([]RouteState, error) {
 	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL,
 		&netlink.Route{Protocol: RouteProtocol}, netlink.RT_FILTER_PROTOCOL)
 	if err != nil {
 		return nil, fmt.Errorf("listing fednet routes (proto %d): %w", RouteProtocol, err)
 	}
-	names := map[int]string{}
 	var out []RouteState
 	for _, r := range routes {
-		var dst netip.Prefix
-		if r.Dst == nil {
-			if r.Family == unix.AF_INET6 {
-				dst = netip.MustParsePrefix("::/0")
-			} else {
-				dst = netip.MustParsePrefix("0.0.0.0/0")
-			}
-		} else if p, ok := prefixOf(r.Dst); ok {
-			dst = p
-		} else {
+		dst, ok := routeDst(r)
+		if !ok {
 			continue
 		}
-		name, ok := names[r.LinkIndex]
-		if !ok && r.LinkIndex != 0 {
-			if l, err := netlink.LinkByIndex(r.LinkIndex); err == nil {
-				name = l.Attrs().Name
-			}
-			names[r.LinkIndex] = name
-		}
-		out = append(out, RouteState{Destination: dst, Device: name})
+		out = append(out, RouteState{Destination: dst, Device: names[r.LinkIndex]})
 	}
 	return out, nil
 }
 
-// exec runs one op and returns the change it made.
-func (d *linuxDataplane) exec(ctx context.Context, o op) (Change, error) {
-	c := o.change()
-	if ok, err := execBridge(o); ok {
-		return c, err
+func routeDst(r netlink.Route) (netip.Prefix, bool) {
+	if r.Dst == nil {
+		if r.Family == unix.AF_INET6 {
+			return netip.MustParsePrefix("::/0"), true
+		}
+		return netip.MustParsePrefix("0.0.0.0/0"), true
 	}
-	if ok, err := execNeighbor(o); ok {
-		return c, err
-	}
-	switch o := o.(type) {
-	case linkAdd:
-		return d.addLink(ctx, o)
-	case linkDel:
-		return c, d.delLink(ctx, o.name)
-	case deviceSet:
-		cfg := wgtypes.Config{}
-		if o.privateKey {
-			k := wgtypes.Key(d.cfg.PrivateKey)
-			cfg.PrivateKey = &k
-		}
-		if o.listenPort >= 0 {
-			cfg.ListenPort = &o.listenPort
-		}
-		if err := configure(o.name, cfg); err != nil {
-			return c, fmt.Errorf("configuring WireGuard device %s (%s): %w", o.name, c, err)
-		}
-	case linkSet:
-		link, err := netlink.LinkByName(o.name)
-		if err != nil {
-			return c, fmt.Errorf("setting %s: %w", o.name, err)
-		}
-		if o.mtu > 0 {
-			if err := netlink.LinkSetMTU(link, o.mtu); err != nil {
-				return c, fmt.Errorf("setting MTU of %s to %d: %w", o.name, o.mtu, err)
-			}
-		}
-		if o.up {
-			if err := netlink.LinkSetUp(link); err != nil {
-				return c, fmt.Errorf("bringing %s up: %w", o.name, err)
-			}
-		}
-	case addrAdd:
-		if err := changeAddr(o.dev, o.prefix, netlink.AddrAdd); err != nil {
-			return c, fmt.Errorf("adding address %s to %s: %w", o.prefix, o.dev, err)
-		}
-	case addrDel:
-		if err := changeAddr(o.dev, o.prefix, netlink.AddrDel); err != nil {
-			return c, fmt.Errorf("deleting address %s from %s: %w", o.prefix, o.dev, err)
-		}
-	case peerRemove:
-		err := configure(o.dev, wgtypes.Config{Peers: []wgtypes.PeerConfig{{PublicKey: wgtypes.Key(o.key), Remove: true}}})
-		if err != nil {
-			return c, fmt.Errorf("removing peer %s from %s: %w", o.key, o.dev, err)
-		}
-	case peerSet:
-		pc := wgtypes.PeerConfig{PublicKey: wgtypes.Key(o.key)}
-		if o.endpoint != "" {
-			ap, err := netip.ParseAddrPort(o.endpoint)
-			if err != nil {
-				return c, fmt.Errorf("setting peer %s on %s: endpoint: %w", o.key, o.dev, err)
-			}
-			pc.Endpoint = net.UDPAddrFromAddrPort(ap)
-		}
-		if o.setAllowedIPs {
-			pc.ReplaceAllowedIPs = true
-			pc.AllowedIPs = []net.IPNet{}
-			for _, a := range o.allowedIPs {
-				pc.AllowedIPs = append(pc.AllowedIPs, ipNet(a))
-			}
-		}
-		if o.setKeepalive {
-			ka := time.Duration(o.keepalive) * time.Second
-			pc.PersistentKeepaliveInterval = &ka
-		}
-		if err := configure(o.dev, wgtypes.Config{Peers: []wgtypes.PeerConfig{pc}}); err != nil {
-			return c, fmt.Errorf("setting peer %s on %s: %w", o.key, o.dev, err)
-		}
-	case routeAdd:
-		r, err := route(o.route)
-		if err == nil {
-			err = netlink.RouteAdd(r)
-		}
-		if err != nil {
-			return c, fmt.Errorf("adding route %s dev %s: %w", o.route.Destination, o.route.Device, err)
-		}
-	case routeDel:
-		r, err := route(o.route)
-		if err == nil {
-			err = netlink.RouteDel(r)
-		}
-		var notFound netlink.LinkNotFoundError
-		if errors.As(err, &notFound) || errors.Is(err, unix.ESRCH) {
-			err = nil // gone already
-		}
-		if err != nil {
-			return c, fmt.Errorf("deleting route %s dev %s: %w", o.route.Destination, o.route.Device, err)
-		}
-	case forwardingOn:
-		if err := os.WriteFile(ipForward, []byte("1\n"), 0o644); err != nil {
-			return c, fmt.Errorf("turning on IPv4 forwarding: %w", err)
-		}
-	case tableReplace:
-		if err := replaceTable(o.rules, o.fingerprint); err != nil {
-			return c, fmt.Errorf("replacing nftables table inet %s: %w", o.rules.table, err)
-		}
-	case tableDel:
-		if err := deleteTable(o.name); err != nil {
-			return c, fmt.Errorf("deleting nftables table inet %s: %w", o.name, err)
-		}
-	default:
-		return c, fmt.Errorf("dataplane: unknown op %T", o)
-	}
-	return c, nil
+	return prefixOf(r.Dst)
 }
 
-func configure(name string, cfg wgtypes.Config) error {
-	return withTimeout("configuring WireGuard device "+name, func() error {
-		c, err := wgctrl.New()
-		if err != nil {
-			return err
+// readDefaultRoutes returns the main table's default routes, one per next
+// hop.
+func readDefaultRoutes(names map[int]string) ([]UnderlayRoute, error) {
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, fmt.Errorf("listing routes: %w", err)
+	}
+	var out []UnderlayRoute
+	for _, r := range routes {
+		dst, ok := routeDst(r)
+		if !ok || dst.Bits() != 0 {
+			continue
 		}
-		defer c.Close()
-		return c.ConfigureDevice(name, cfg)
-	})
+		hops := []*netlink.NexthopInfo{{LinkIndex: r.LinkIndex, Gw: r.Gw}}
+		if len(r.MultiPath) > 0 {
+			hops = r.MultiPath
+		}
+		for _, h := range hops {
+			u := UnderlayRoute{Destination: dst, Device: names[h.LinkIndex]}
+			if gw, ok := netip.AddrFromSlice(h.Gw); ok {
+				u.Gateway = gw.Unmap()
+			}
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// readEndpointRoutes returns, for each peer endpoint of p that is an
+// address, the interface the kernel routes it by; endpoints it has no
+// route to are left out.
+func readEndpointRoutes(p plan.Gateway, names map[int]string) []UnderlayRoute {
+	var out []UnderlayRoute
+	for _, peer := range p.Peers {
+		ap, err := netip.ParseAddrPort(peer.Endpoint)
+		if err != nil {
+			continue
+		}
+		a := ap.Addr().Unmap()
+		u := UnderlayRoute{Destination: netip.PrefixFrom(a, a.BitLen())}
+		if routes, err := netlink.RouteGet(a.AsSlice()); err == nil && len(routes) > 0 {
+			u.Device = names[routes[0].LinkIndex]
+			if gw, ok := netip.AddrFromSlice(routes[0].Gw); ok {
+				u.Gateway = gw.Unmap()
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// The core ops' exec.
+
+func (o driverOp) exec(ctx context.Context, d *linuxDataplane) (Change, error) {
+	m, ok := d.machines[o.backend]
+	if !ok {
+		return o.change(), fmt.Errorf("%s: backend %q has no driver here", o.change(), o.backend)
+	}
+	return m.Exec(ctx, o.op)
+}
+
+func (o tunnelMark) exec(context.Context, *linuxDataplane) (Change, error) {
+	err := withLinks(func(l ...netlink.Link) error { return netlink.LinkSetAlias(l[0], tunnel.Mark(o.backend)) }, o.name)
+	return wrapExec(o, "marking "+o.name+" as fednet's", err)
+}
+
+func (o linkDelete) exec(context.Context, *linuxDataplane) (Change, error) {
+	return wrapExec(o, "deleting interface "+o.name, delLinkIfPresent(o.name))
+}
+
+func (o linkSet) exec(context.Context, *linuxDataplane) (Change, error) {
+	link, err := netlink.LinkByName(o.name)
+	if err != nil {
+		return o.change(), fmt.Errorf("setting %s: %w", o.name, err)
+	}
+	if o.mtu > 0 {
+		if err := netlink.LinkSetMTU(link, o.mtu); err != nil {
+			return o.change(), fmt.Errorf("setting MTU of %s to %d: %w", o.name, o.mtu, err)
+		}
+	}
+	if o.up {
+		if err := netlink.LinkSetUp(link); err != nil {
+			return o.change(), fmt.Errorf("bringing %s up: %w", o.name, err)
+		}
+	}
+	return o.change(), nil
+}
+
+func (o addrAdd) exec(context.Context, *linuxDataplane) (Change, error) {
+	return wrapExec(o, fmt.Sprintf("adding address %s to %s", o.prefix, o.dev), changeAddr(o.dev, o.prefix, netlink.AddrAdd))
+}
+
+func (o addrDel) exec(context.Context, *linuxDataplane) (Change, error) {
+	return wrapExec(o, fmt.Sprintf("deleting address %s from %s", o.prefix, o.dev), changeAddr(o.dev, o.prefix, netlink.AddrDel))
+}
+
+func (o routeAdd) exec(context.Context, *linuxDataplane) (Change, error) {
+	r, err := route(o.route)
+	if err == nil {
+		err = netlink.RouteAdd(r)
+	}
+	return wrapExec(o, fmt.Sprintf("adding route %s dev %s", o.route.Destination, o.route.Device), err)
+}
+
+func (o routeDel) exec(context.Context, *linuxDataplane) (Change, error) {
+	r, err := route(o.route)
+	if err == nil {
+		err = netlink.RouteDel(r)
+	}
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) || errors.Is(err, unix.ESRCH) {
+		err = nil // gone already
+	}
+	return wrapExec(o, fmt.Sprintf("deleting route %s dev %s", o.route.Destination, o.route.Device), err)
+}
+
+func (o forwardingOn) exec(context.Context, *linuxDataplane) (Change, error) {
+	return wrapExec(o, "turning on IPv4 forwarding", os.WriteFile(ipForward, []byte("1\n"), 0o644))
+}
+
+func (o tableReplace) exec(context.Context, *linuxDataplane) (Change, error) {
+	return wrapExec(o, "replacing nftables table inet "+o.rules.table, replaceTable(o.rules, o.fingerprint))
+}
+
+func (o tableDel) exec(context.Context, *linuxDataplane) (Change, error) {
+	return wrapExec(o, "deleting nftables table inet "+o.name, deleteTable(o.name))
 }
 
 func changeAddr(dev string, p netip.Prefix, f func(netlink.Link, *netlink.Addr) error) error {
@@ -558,83 +471,10 @@ func route(r RouteState) (*netlink.Route, error) {
 	return nr, nil
 }
 
-func (d *linuxDataplane) delLink(ctx context.Context, name string) error {
-	link, err := netlink.LinkByName(name)
-	var notFound netlink.LinkNotFoundError
-	if errors.As(err, &notFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("deleting interface %s: %w", name, err)
-	}
-	if err := netlink.LinkDel(link); err != nil {
-		return fmt.Errorf("deleting interface %s: %w", name, err)
-	}
-	if linkState(link).Kind == KindUserspace {
-		d.retireUserspace(ctx, name)
-	}
-	return nil
-}
-
-// addLink creates the interface: kernel WireGuard, or the userspace device.
-func (d *linuxDataplane) addLink(ctx context.Context, o linkAdd) (Change, error) {
-	if o.mode != Userspace {
-		err := netlink.LinkAdd(&netlink.Wireguard{LinkAttrs: netlink.LinkAttrs{Name: o.name}})
-		if err == nil {
-			return linkAdd{name: o.name, mode: Kernel}.change(), nil
-		}
-		if o.mode == Kernel || !kernelLacksWireGuard(err) {
-			return o.change(), fmt.Errorf("creating WireGuard interface %s: %w", o.name, err)
-		}
-		d.logf("dataplane: the kernel has no WireGuard (%v); starting userspace WireGuard for %s", err, o.name)
-	}
-	if err := d.startUserspace(ctx, o.name); err != nil {
-		return linkAdd{name: o.name, mode: Userspace}.change(), err
-	}
-	return linkAdd{name: o.name, mode: Userspace}.change(), nil
-}
-
-// kernelLacksWireGuard reports whether err from creating a wireguard link
-// means the kernel does not know the link kind.
-func kernelLacksWireGuard(err error) bool {
-	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EPROTONOSUPPORT)
-}
-
-func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
-	if n == nil {
-		return netip.Prefix{}, false
-	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	ones, bits := n.Mask.Size()
-	if bits == 0 {
-		return netip.Prefix{}, false
-	}
-	if bits == 32 {
-		a = a.Unmap()
-	}
-	return netip.PrefixFrom(a, ones), true
-}
-
-func ipNet(p netip.Prefix) net.IPNet {
-	p = p.Masked()
-	return net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-}
+var (
+	prefixOf = tunnel.PrefixOf
+	ipNet    = tunnel.IPNet
+)
 
 // resolveEndpoints returns p with every peer endpoint as ip:port, resolving
 // host names; a peer whose endpoint does not resolve keeps the endpoint its
@@ -643,7 +483,7 @@ func resolveEndpoints(ctx context.Context, p plan.Gateway) (plan.Gateway, error)
 	peers := slices.Clone(p.Peers)
 	var errs []error
 	for i, peer := range peers {
-		if peer.Endpoint == "" || peer.WireGuard.PublicKey.IsZero() {
+		if peer.Endpoint == "" {
 			continue
 		}
 		ep, err := resolveEndpoint(ctx, peer.Endpoint)

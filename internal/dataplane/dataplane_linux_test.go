@@ -19,8 +19,10 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -46,16 +48,33 @@ func newPrivateKey(t *testing.T) plan.Key {
 	return plan.Key(k)
 }
 
-func newTestLinux(t *testing.T, priv plan.Key, mode Mode) *linuxDataplane {
+// testLinux returns a Linux dataplane with key priv, WireGuard mode and
+// the test binary as `fednet wgdev`.
+func testLinux(t *testing.T, priv plan.Key, mode wireguard.Mode) *linuxDataplane {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := newLinux(Config{PrivateKey: priv, WireGuard: mode, WGDevCommand: []string{exe, "wgdev"}, Logf: t.Logf})
+	d, err := newLinux(Config{WireGuard: wireguard.Config{PrivateKey: priv, Mode: mode, WGDevCommand: []string{exe, "wgdev"}}, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// newTestLinux is testLinux that takes planA down and leaves no device
+// process behind when t ends.
+func newTestLinux(t *testing.T, priv plan.Key, mode wireguard.Mode) *linuxDataplane {
+	t.Helper()
+	d := testLinux(t, priv, mode)
+	cleanupLinux(t, d)
+	return d
+}
+
+// cleanupLinux takes planA down and kills any device process d started
+// that is left when t ends.
+func cleanupLinux(t *testing.T, d *linuxDataplane) {
 	t.Cleanup(func() {
 		// Whatever happened, leave no device process behind.
 		d.Down(context.Background(), planA())
@@ -68,14 +87,14 @@ func newTestLinux(t *testing.T, priv plan.Key, mode Mode) *linuxDataplane {
 			}
 		}
 	})
-	return d
 }
 
-func (d *linuxDataplane) startedPids() []int {
-	d.pidsMu.Lock()
-	defer d.pidsMu.Unlock()
-	return slices.Clone(d.pids)
+// wg returns the dataplane's WireGuard driver.
+func (d *linuxDataplane) wg() *wireguard.Driver {
+	return d.machines[backend.WireGuard].(*wireguard.Driver)
 }
+
+func (d *linuxDataplane) startedPids() []int { return d.wg().Started() }
 
 // kernelHasWireGuard reports whether a kernel WireGuard link can be created
 // here (inside the test namespace).
@@ -94,24 +113,27 @@ func kernelHasWireGuard(t *testing.T) bool {
 func asFake(changes []Change) []Change {
 	out := slices.Clone(changes)
 	for i, c := range out {
-		if strings.HasPrefix(string(c), "fednet wgdev ") {
-			out[i] = Change("ip link add " + strings.TrimPrefix(string(c), "fednet wgdev ") + " type wireguard")
+		if rest, ok := strings.CutPrefix(string(c), "fednet wgdev "); ok {
+			name, mark, _ := strings.Cut(rest, " ")
+			out[i] = Change("ip link add " + name + " type wireguard " + mark)
 		}
 	}
 	return out
 }
 
-func (d *linuxDataplane) stateAsFake(t *testing.T) State {
+// stateAsFake reads the machine for p and rewrites what differs from the
+// fake: the link kind the machine chose and the key.
+func (d *linuxDataplane) stateAsFake(t *testing.T, p plan.Gateway) State {
 	t.Helper()
-	s, err := d.read(context.Background(), "fed0", "fednet", nil)
+	s, err := d.read(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Link != nil && s.Link.Kind == KindUserspace {
-		s.Link.Kind = KindKernel
+	if ts := s.tunnel("fed0"); ts != nil && ts.Link != nil && ts.Link.Kind == wireguard.KindUserspace {
+		ts.Link.Kind = wireguard.KindKernel
 	}
-	if s.WireGuard != nil && s.WireGuard.PublicKey == d.pub {
-		s.WireGuard.PublicKey = FakePublicKey
+	if dev := wgDevice(s); dev != nil && dev.PublicKey == d.wg().PublicKey() {
+		dev.PublicKey = FakePublicKey
 	}
 	return s
 }
@@ -157,7 +179,7 @@ func TestLinuxLifecycle(t *testing.T) {
 	if !inner(t) {
 		return
 	}
-	lifecycle(t, Auto)
+	lifecycle(t, wireguard.Auto)
 }
 
 // TestLinuxLifecycleUserspace is TestLinuxLifecycle with the userspace
@@ -166,40 +188,23 @@ func TestLinuxLifecycleUserspace(t *testing.T) {
 	if !inner(t) {
 		return
 	}
-	lifecycle(t, Userspace)
+	lifecycle(t, wireguard.Userspace)
 }
 
-func lifecycle(t *testing.T, mode Mode) {
+func lifecycle(t *testing.T, mode wireguard.Mode) {
 	ctx := context.Background()
 	d := newTestLinux(t, newPrivateKey(t), mode)
 	f := NewFake()
 	// A new namespace may inherit forwarding from the root namespace.
 	f.SetState(State{Forwarding: strings.TrimSpace(sh(t, "cat /proc/sys/net/ipv4/ip_forward")) == "1"})
 
-	step := func(name string, p plan.Gateway) []Change {
-		t.Helper()
-		got, err := d.Apply(ctx, p)
-		if err != nil {
-			t.Fatalf("Apply(%s): %v", name, err)
-		}
-		want := mustApply(t, f, p)
-		if diff := cmp.Diff(render(want), render(asFake(got))); diff != "" {
-			t.Errorf("Apply(%s) changes differ from the fake's (-fake +kernel):\n%s", name, diff)
-		}
-		if diff := cmp.Diff(f.State().String(), d.stateAsFake(t).String()); diff != "" {
-			t.Errorf("after Apply(%s) the kernel state differs from the fake's (-fake +kernel):\n%s", name, diff)
-		}
-		if again, err := d.Apply(ctx, p); err != nil || len(again) != 0 {
-			t.Errorf("Apply(%s) again = %q, %v; want no changes", name, again, err)
-		}
-		return got
-	}
+	step := func(name string, p plan.Gateway) []Change { return applyBoth(t, d, f, name, p) }
 
 	// A: everything is created.
 	changes := step("A", planA())
-	wantLink := "ip link add fed0 type wireguard"
-	if mode == Userspace || !kernelHasWireGuard(t) {
-		wantLink = "fednet wgdev fed0"
+	wantLink := "ip link add fed0 type wireguard && ip link set fed0 alias fednet-tunnel:wireguard"
+	if mode == wireguard.Userspace || !kernelHasWireGuard(t) {
+		wantLink = "fednet wgdev fed0 && ip link set fed0 alias fednet-tunnel:wireguard"
 	}
 	if !slices.Contains(changes, Change(wantLink)) {
 		t.Errorf("changes lack %q:\n%s", wantLink, render(changes))
@@ -215,8 +220,8 @@ func lifecycle(t *testing.T, mode Mode) {
 		t.Errorf("ip address show dev fed0:\n%s", out)
 	}
 	dev := kernelDevice(t, "fed0")
-	if plan.Key(dev.PublicKey) != d.pub || dev.ListenPort != 51820 || len(dev.Peers) != 2 {
-		t.Errorf("device: key %s port %d peers %d; want key %s port 51820 peers 2", dev.PublicKey, dev.ListenPort, len(dev.Peers), d.pub)
+	if plan.Key(dev.PublicKey) != d.wg().PublicKey() || dev.ListenPort != 51820 || len(dev.Peers) != 2 {
+		t.Errorf("device: key %s port %d peers %d; want key %s port 51820 peers 2", dev.PublicKey, dev.ListenPort, len(dev.Peers), d.wg().PublicKey())
 	}
 	if got, want := sh(t, "ip route show proto 254"), "10.2.0.0/24 dev fed0 scope link \n10.3.0.0/24 dev fed0 scope link \n"; got != want {
 		t.Errorf("ip route show proto 254:\n%swant:\n%s", got, want)
@@ -309,6 +314,12 @@ func assertNothingLeft(t *testing.T, d *linuxDataplane) {
 	if out := sh(t, "ip route show proto 254; ip -6 route show proto 254"); out != "" {
 		t.Errorf("fednet routes left:\n%s", out)
 	}
+	assertNoDevices(t, d)
+}
+
+// assertNoDevices checks that every userspace device d started exits.
+func assertNoDevices(t *testing.T, d *linuxDataplane) {
+	t.Helper()
 	for _, pid := range d.startedPids() {
 		start := time.Now()
 		if !nstest.PidGone(pid, 5*time.Second) {
@@ -361,32 +372,46 @@ func TestLinuxFirewall(t *testing.T) {
 	if err := deleteTable("fednet"); err != nil {
 		t.Errorf("deleting a missing table: %v", err)
 	}
-	// A table of that name not built by fednet has no fingerprint and is
-	// replaced.
+	// A table of that name not built by fednet has no fingerprint: it is
+	// not fednet's (TestLinuxLeavesForeignObjects).
 	sh(t, "nft add table inet fednet; nft add chain inet fednet input")
-	if ts, err := readTable("fednet"); err != nil || ts == nil || ts.Fingerprint != "" {
+	if ts, err := readTable("fednet"); err != nil || ts == nil || ts.Fingerprint != "" || ts.Owned() {
 		t.Errorf("readTable of a foreign table = %+v, %v; want no fingerprint", ts, err)
 	}
-	if err := replaceTable(buildRuleset(planA().Firewall), "x"); err != nil {
-		t.Errorf("replacing a foreign table: %v", err)
+	deleteTable("fednet")
+	// Several tunnels, and the public ports of other backends.
+	multi := planA().Firewall
+	multi.Tunnels = []string{"fed0", "fed1"}
+	multi.Public = []backend.Port{{Protocol: backend.UDP, Port: 51820}, {Protocol: backend.TCP, Port: 443}, {Protocol: backend.ESP}}
+	multi.TunnelPorts = []int{4789}
+	rs := buildRuleset(multi)
+	if err := replaceTable(rs, rs.fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	want, err := RenderFirewall(multi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, sh(t, "nft list table inet fednet")); diff != "" {
+		t.Errorf("nft list table of two tunnels differs from the rendering (-want +got):\n%s", diff)
 	}
 	deleteTable("fednet")
 }
 
-// TestLinuxReplacesOrphanTUN: a TUN interface named like the tunnel but with
-// no WireGuard device behind it (its userspace process is gone) is deleted
+// TestLinuxReplacesOrphanTUN: fednet's TUN interface (marked) with no
+// WireGuard device behind it (its userspace process is gone) is deleted
 // and the device started again.
 func TestLinuxReplacesOrphanTUN(t *testing.T) {
 	if !inner(t) {
 		return
 	}
-	sh(t, "ip tuntap add fed0 mode tun")
-	d := newTestLinux(t, newPrivateKey(t), Userspace)
+	sh(t, "ip tuntap add fed0 mode tun && ip link set fed0 alias fednet-tunnel:wireguard")
+	d := newTestLinux(t, newPrivateKey(t), wireguard.Userspace)
 	changes, err := d.Apply(context.Background(), planA())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(changes, "ip link del fed0") || !slices.Contains(changes, "fednet wgdev fed0") {
+	if !slices.Contains(changes, "ip link del fed0") || !slices.Contains(changes, "fednet wgdev fed0 && ip link set fed0 alias fednet-tunnel:wireguard") {
 		t.Errorf("changes lack the recreation:\n%s", render(changes))
 	}
 	if dev := kernelDevice(t, "fed0"); len(dev.Peers) != 2 {
@@ -408,7 +433,7 @@ func TestLinuxKernelModeWithoutKernelWireGuard(t *testing.T) {
 	if kernelHasWireGuard(t) {
 		t.Skip("this kernel has WireGuard")
 	}
-	d := newTestLinux(t, newPrivateKey(t), Kernel)
+	d := newTestLinux(t, newPrivateKey(t), wireguard.Kernel)
 	changes, err := d.Apply(context.Background(), planA())
 	if err == nil || !strings.Contains(err.Error(), "creating WireGuard interface fed0") {
 		t.Errorf("Apply = %v, want an error about creating fed0", err)
@@ -425,12 +450,12 @@ func TestLinuxKernelModeWithoutKernelWireGuard(t *testing.T) {
 	}
 }
 
-func TestNewLinuxNeedsKey(t *testing.T) {
-	if _, err := NewLinux(Config{}); err == nil {
-		t.Error("NewLinux without a private key = nil error")
-	}
-	if _, err := NewLinux(Config{PrivateKey: plan.Key{1}, WireGuard: Mode(7)}); err == nil {
+func TestNewLinuxConfig(t *testing.T) {
+	if _, err := NewLinux(Config{WireGuard: wireguard.Config{PrivateKey: plan.Key{1}, Mode: wireguard.Mode(7)}}); err == nil {
 		t.Error("NewLinux with mode 7 = nil error")
+	}
+	if _, err := NewLinux(Config{}); err != nil {
+		t.Errorf("NewLinux without a private key (for Down) = %v", err)
 	}
 }
 
@@ -448,11 +473,7 @@ func TestLinuxTwoGateways(t *testing.T) {
 	}
 	a, b := nstest.New(t), nstest.New(t)
 	b.WireGuardDir = t.TempDir()
-	a.Exec(t, "ip", "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-b", "netns", b.Name)
-	a.Exec(t, "ip", "address", "add", "192.168.77.1/24", "dev", "veth-a")
-	a.Exec(t, "ip", "link", "set", "veth-a", "up")
-	b.Exec(t, "ip", "address", "add", "192.168.77.2/24", "dev", "veth-b")
-	b.Exec(t, "ip", "link", "set", "veth-b", "up")
+	joinNamespaces(t, a, "veth-a", "192.168.77.1/24", b, "veth-b", "192.168.77.2/24")
 	ka, kb := newPrivateKey(t), newPrivateKey(t)
 	// a's public key sorts first, so a starts the handshake by itself.
 	pubA, pubB := wgtypes.Key(ka).PublicKey(), wgtypes.Key(kb).PublicKey()
@@ -474,7 +495,7 @@ func twoGatewaysPhase(t *testing.T, phase string) {
 		t.Fatal(err)
 	}
 	dp := func(priv plan.Key) *linuxDataplane {
-		d, err := newLinux(Config{PrivateKey: priv, WGDevCommand: []string{exe, "wgdev"}, Logf: t.Logf})
+		d, err := newLinux(Config{WireGuard: wireguard.Config{PrivateKey: priv, WGDevCommand: []string{exe, "wgdev"}}, Logf: t.Logf})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -488,29 +509,29 @@ func twoGatewaysPhase(t *testing.T, phase string) {
 		}
 		t.Logf("b is up; its device (pids %v) stays when this process exits", d.startedPids())
 	case "a-ping":
-		d := newTestLinux(t, ka, Auto)
+		d := newTestLinux(t, ka, wireguard.Auto)
 		if _, err := d.Apply(ctx, pa); err != nil {
 			t.Fatal(err)
 		}
 		// Without any traffic, the lower key (a) initiates the handshake
 		// of the new link.
-		err := nstest.WaitFor(10*time.Second, func() error {
+		err := await.Poll(10*time.Second, await.NoError(func() error {
 			for _, p := range kernelDevice(t, "fed0").Peers {
 				if p.LastHandshakeTime.IsZero() {
 					return fmt.Errorf("no handshake with %s yet", p.PublicKey)
 				}
 			}
 			return nil
-		})
+		}))
 		if err != nil {
 			t.Fatalf("a did not start the handshake by itself: %v", err)
 		}
 		var out []byte
-		err = nstest.WaitFor(15*time.Second, func() error {
+		err = await.Poll(15*time.Second, await.NoError(func() error {
 			var err error
 			out, err = exec.Command("ping", "-c", "1", "-W", "1", "10.255.0.2").CombinedOutput()
 			return err
-		})
+		}))
 		if err != nil {
 			t.Fatalf("ping 10.255.0.2 through the tunnel: %v\n%s", err, out)
 		}
@@ -519,6 +540,12 @@ func twoGatewaysPhase(t *testing.T, phase string) {
 			if p.LastHandshakeTime.IsZero() {
 				t.Errorf("peer %s has no handshake", p.PublicKey)
 			}
+		}
+		// The driver reports the link established, with its figures.
+		links, err := d.Status(ctx, pa)
+		if err != nil || len(links) != 1 || links[0].Peer != "b" || !links[0].Established || links[0].LastHandshake.IsZero() ||
+			links[0].RxBytes == 0 || links[0].TxBytes == 0 || links[0].Endpoint != "192.168.77.2:51820" {
+			t.Errorf("Status = %+v, %v; want the link to b established, with a handshake, bytes both ways and b's endpoint", links, err)
 		}
 		if _, err := d.Down(ctx, pa); err != nil {
 			t.Fatal(err)
@@ -561,6 +588,7 @@ func twoGatewayPlans(ka, kb plan.Key) (plan.Gateway, plan.Gateway) {
 				Flows:   flows(fmt.Sprintf("10.%d.0.0/24", n), fmt.Sprintf("10.%d.0.0/24", other)),
 				MSS:     1380,
 			},
+			Bounds: planA().Bounds,
 		}
 	}
 	pubA := plan.Key(wgtypes.Key(ka).PublicKey())
@@ -574,8 +602,16 @@ func TestLinuxReplacesHungDevice(t *testing.T) {
 	if !inner(t) {
 		return
 	}
-	wgTimeout = time.Second
-	d := newTestLinux(t, newPrivateKey(t), Userspace)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newLinux(Config{WireGuard: wireguard.Config{PrivateKey: newPrivateKey(t), Mode: wireguard.Userspace,
+		WGDevCommand: []string{exe, "wgdev"}, Timeout: time.Second}, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleanupLinux(t, d)
 	mustApply(t, d, planA())
 	old := d.startedPids()
 	if len(old) != 1 {
@@ -584,7 +620,7 @@ func TestLinuxReplacesHungDevice(t *testing.T) {
 	if err := syscall.Kill(old[0], syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	err := nstest.WaitFor(5*time.Second, func() error {
+	err = await.Poll(5*time.Second, await.NoError(func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", old[0]))
 		if err != nil {
 			return err
@@ -593,14 +629,14 @@ func TestLinuxReplacesHungDevice(t *testing.T) {
 			return fmt.Errorf("process %d is not stopped: %s", old[0], s)
 		}
 		return nil
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	changes := mustApply(t, d, planA())
 	t.Logf("Apply with a hung device took %v:\n%s", time.Since(start).Round(time.Millisecond), render(changes))
-	if !slices.Contains(changes, "ip link del fed0") || !slices.Contains(changes, "fednet wgdev fed0") {
+	if !slices.Contains(changes, "ip link del fed0") || !slices.Contains(changes, "fednet wgdev fed0 && ip link set fed0 alias fednet-tunnel:wireguard") {
 		t.Errorf("changes lack the recreation:\n%s", render(changes))
 	}
 	if !nstest.PidGone(old[0], 5*time.Second) {
@@ -616,6 +652,20 @@ func TestLinuxReplacesHungDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNothingLeft(t, d)
+}
+
+// joinNamespaces joins namespaces a and b with a veth, ifA with address
+// addrA in a and ifB with addrB in b, both up.
+func joinNamespaces(t *testing.T, a *nstest.Netns, ifA, addrA string, b *nstest.Netns, ifB, addrB string) {
+	t.Helper()
+	a.Exec(t, "ip", "link", "add", ifA, "type", "veth", "peer", "name", ifB, "netns", b.Name)
+	for _, x := range []struct {
+		ns        *nstest.Netns
+		dev, addr string
+	}{{a, ifA, addrA}, {b, ifB, addrB}} {
+		x.ns.Exec(t, "ip", "address", "add", x.addr, "dev", x.dev)
+		x.ns.Exec(t, "ip", "link", "set", x.dev, "up")
+	}
 }
 
 // keyEnv passes two gateways' private keys to the inner test runs.

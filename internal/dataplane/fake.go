@@ -4,29 +4,50 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
-	"slices"
 	"sync"
+	"time"
 
+	"github.com/fednet/fednet/internal/dataplane/tunnel"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
 )
 
-// FakePublicKey is the public key of the fake dataplane's WireGuard device.
-var FakePublicKey = plan.Key{0xfe, 0xd0}
+// fakePrivateKey is the fake dataplane's WireGuard private key.
+var fakePrivateKey = plan.Key{0xfe, 0xd0}
 
-// Fake is a Dataplane that keeps a State in memory. It runs the same diff as
-// the Linux dataplane and applies its ops to the State, so tests of state
-// transitions exercise the real logic. A Fake behaves like a kernel with
-// WireGuard: new interfaces are of kind KindKernel. It is safe for
+// FakePublicKey is the public key of the fake dataplane's WireGuard device.
+var FakePublicKey = wireguard.PublicKey(fakePrivateKey)
+
+// Fake is a Dataplane that keeps a State in memory. It runs the same checks
+// and diff as the Linux dataplane, with the same drivers' pure parts, and
+// applies the ops to the State, so tests of state transitions exercise the
+// real logic. With the built-in WireGuard driver it behaves like a kernel
+// with WireGuard: new interfaces are of kind wireguard. It is safe for
 // concurrent use.
 type Fake struct {
+	reg registry
+
 	mu    sync.Mutex
-	state State
-	fault func(Change) error
+	state State              // guarded by mu
+	fault func(Change) error // guarded by mu
+	now   func() time.Time   // guarded by mu
 }
 
-// NewFake returns a fake dataplane for an empty machine.
-func NewFake() *Fake { return &Fake{} }
+// NewFake returns a fake dataplane for an empty machine, with the built-in
+// drivers (WireGuard with a fixed key, FakePublicKey) and drivers, which
+// add backends or replace built-in ones. It panics when a driver's backend
+// is not in package backend's table: a test's mistake.
+func NewFake(drivers ...tunnel.Driver) *Fake {
+	wg, err := wireguard.New(wireguard.Config{PrivateKey: fakePrivateKey})
+	if err != nil {
+		panic(err)
+	}
+	reg, err := newRegistry(append([]tunnel.Driver{wg}, drivers...)...)
+	if err != nil {
+		panic(err)
+	}
+	return &Fake{reg: reg, now: time.Now}
+}
 
 // State returns a copy of the current state.
 func (f *Fake) State() State {
@@ -38,7 +59,8 @@ func (f *Fake) State() State {
 }
 
 // SetState replaces the current state, to start from (or simulate) a given
-// machine, e.g. a peer endpoint the device learned by roaming.
+// machine, e.g. a peer endpoint the device learned by roaming, or an
+// underlay.
 func (f *Fake) SetState(s State) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -53,36 +75,68 @@ func (f *Fake) SetFault(fault func(Change) error) {
 	f.fault = fault
 }
 
+// SetClock sets the clock Status judges handshakes by (default time.Now).
+func (f *Fake) SetClock(now func() time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = now
+}
+
 // Apply implements Dataplane.
 func (f *Fake) Apply(ctx context.Context, p plan.Gateway) ([]Change, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ops, err := diff(f.state, p, options{publicKey: FakePublicKey})
-	if ops == nil && err != nil {
+	ops, err := diff(f.state, p, f.reg, kernelL2{})
+	if err != nil {
 		return nil, err
 	}
-	changes, runErr := f.runLocked(ops)
-	return changes, errors.Join(err, runErr)
+	return f.runLocked(ops)
 }
 
 // Down implements Dataplane.
 func (f *Fake) Down(ctx context.Context, p plan.Gateway) ([]Change, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ops, err := down(f.state)
+	ops, err := down(withPlanBackends(f.state, p), f.reg, kernelL2{})
 	changes, runErr := f.runLocked(ops)
 	return changes, errors.Join(err, runErr)
+}
+
+// Status implements Dataplane.
+func (f *Fake) Status(ctx context.Context, p plan.Gateway) ([]LinkState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return status(p, f.reg, f.now(), func(t plan.Tunnel) (tunnel.State, error) {
+		if ts := f.state.tunnel(t.Name); ts != nil {
+			return ts.State.Clone(), nil
+		}
+		return tunnel.State{}, nil
+	})
+}
+
+// withPlanBackends returns s with the backend of each tunnel p names set to
+// p's, so that Down judges an unmarked one with the plan's driver.
+func withPlanBackends(s State, p plan.Gateway) State {
+	s = s.Clone()
+	for i := range s.Tunnels {
+		for _, t := range p.Tunnels {
+			if t.Name == s.Tunnels[i].Name {
+				s.Tunnels[i].Backend = t.Backend
+			}
+		}
+	}
+	return s
 }
 
 func (f *Fake) runLocked(ops []op) ([]Change, error) {
 	var (
 		changes []Change
 		errs    []error
-		failed  = map[string]bool{} // links whose creation failed
+		failed  = map[string]bool{} // interfaces whose creation failed
 	)
 	for _, o := range ops {
 		c := o.change()
-		if failed[o.link()] {
+		if n := needs(o); n != "" && failed[n] {
 			continue
 		}
 		if f.fault != nil {
@@ -94,85 +148,9 @@ func (f *Fake) runLocked(ops []op) ([]Change, error) {
 				continue
 			}
 		}
-		f.state.apply(o)
+		o.apply(&f.state)
 		changes = append(changes, c)
 	}
 	f.state.normalize()
 	return changes, errors.Join(errs...)
-}
-
-// apply changes s as the kernel would for o.
-func (s *State) apply(o op) {
-	switch o := o.(type) {
-	case linkDel:
-		s.Link, s.WireGuard = nil, nil
-		s.Routes = routesNotOn(s.Routes, o.name)
-	case linkAdd:
-		s.Link = &LinkState{Name: o.name, Kind: o.mode.kind(), MTU: defaultMTU}
-		s.WireGuard = &WireGuardState{}
-	case deviceSet:
-		if o.privateKey {
-			s.WireGuard.PublicKey = FakePublicKey
-		}
-		if o.listenPort >= 0 {
-			s.WireGuard.ListenPort = o.listenPort
-		}
-	case linkSet:
-		if s.setL2Link(o) {
-			break
-		}
-		if o.mtu > 0 {
-			s.Link.MTU = o.mtu
-		}
-		if o.up {
-			s.Link.Up = true
-		}
-	case addrAdd:
-		s.Link.Addresses = append(s.Link.Addresses, o.prefix)
-	case addrDel:
-		s.Link.Addresses = slices.DeleteFunc(s.Link.Addresses, func(a netip.Prefix) bool { return a == o.prefix })
-		if o.prefix.Addr().Is4() && !hasIPv4(s.Link.Addresses) {
-			s.Routes = withoutIPv4RoutesOn(s.Routes, o.dev)
-		}
-	case peerRemove:
-		s.WireGuard.Peers = slices.DeleteFunc(s.WireGuard.Peers, func(p PeerState) bool { return p.PublicKey == o.key })
-	case peerSet:
-		i := slices.IndexFunc(s.WireGuard.Peers, func(p PeerState) bool { return p.PublicKey == o.key })
-		if i < 0 {
-			s.WireGuard.Peers = append(s.WireGuard.Peers, PeerState{PublicKey: o.key})
-			i = len(s.WireGuard.Peers) - 1
-		}
-		p := &s.WireGuard.Peers[i]
-		if o.endpoint != "" {
-			p.Endpoint = o.endpoint
-		}
-		if o.setAllowedIPs {
-			p.AllowedIPs = slices.Clone(o.allowedIPs)
-			// An allowed IP belongs to one peer: the device takes it from
-			// any other.
-			for j := range s.WireGuard.Peers {
-				if j != i {
-					q := &s.WireGuard.Peers[j]
-					q.AllowedIPs = slices.DeleteFunc(q.AllowedIPs, func(a netip.Prefix) bool { return slices.Contains(o.allowedIPs, a) })
-				}
-			}
-		}
-		if o.setKeepalive {
-			p.PersistentKeepalive = o.keepalive
-		}
-	case routeAdd:
-		s.Routes = append(s.Routes, o.route)
-	case routeDel:
-		s.Routes = slices.DeleteFunc(s.Routes, func(r RouteState) bool { return r == o.route })
-	case forwardingOn:
-		s.Forwarding = true
-	case tableReplace:
-		s.Table = &TableState{Name: o.rules.table, Fingerprint: o.fingerprint}
-	case tableDel:
-		s.Table = nil
-	default:
-		if !s.applyL2(o) && !s.applyNeighbor(o) {
-			panic(fmt.Sprintf("dataplane: unknown op %T", o))
-		}
-	}
 }

@@ -8,10 +8,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fednet/fednet/internal/backend"
+	"github.com/fednet/fednet/internal/dataplane/tunnel"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -120,9 +123,10 @@ func TestFakeAllowedIPsOnlyKeepsEndpoint(t *testing.T) {
 	mustApply(t, f, planB())
 	// d is behind NAT (no endpoint in the plan); its device learned one.
 	s := f.State()
-	for i, p := range s.WireGuard.Peers {
+	dev := wgDevice(s)
+	for i, p := range dev.Peers {
 		if p.PublicKey == keyD {
-			s.WireGuard.Peers[i].Endpoint = "203.0.113.7:40001"
+			dev.Peers[i].Endpoint = "203.0.113.7:40001"
 		}
 	}
 	f.SetState(s)
@@ -137,7 +141,7 @@ func TestFakeAllowedIPsOnlyKeepsEndpoint(t *testing.T) {
 		t.Errorf("changes:\n%swant:\n%s", got, want)
 	}
 	endpoints := map[plan.Key]string{}
-	for _, p := range f.State().WireGuard.Peers {
+	for _, p := range wgDevice(f.State()).Peers {
 		endpoints[p.PublicKey] = p.Endpoint
 	}
 	if endpoints[keyB] != "192.0.2.2:51820" || endpoints[keyD] != "203.0.113.7:40001" {
@@ -148,12 +152,12 @@ func TestFakeAllowedIPsOnlyKeepsEndpoint(t *testing.T) {
 func TestFakeSkipsPeersWithoutKey(t *testing.T) {
 	f := NewFake()
 	mustApply(t, f, planA())
-	for _, p := range f.State().WireGuard.Peers {
+	for _, p := range wgDevice(f.State()).Peers {
 		if p.PublicKey.IsZero() {
 			t.Errorf("peer with zero key configured: %+v", p)
 		}
 	}
-	if n := len(f.State().WireGuard.Peers); n != 2 {
+	if n := len(wgDevice(f.State()).Peers); n != 2 {
 		t.Errorf("%d peers, want 2 (d has no key)", n)
 	}
 }
@@ -204,11 +208,11 @@ func TestFakeRecreatesDeadUserspaceDevice(t *testing.T) {
 	f := NewFake()
 	mustApply(t, f, planA())
 	s := f.State()
-	s.Link.Kind = KindUserspace
-	s.WireGuard = nil // its process is gone
+	s.tunnel("fed0").Link.Kind = wireguard.KindUserspace
+	s.tunnel("fed0").Device = nil // its process is gone
 	f.SetState(s)
 	got := render(mustApply(t, f, planA()))
-	for _, want := range []string{"ip link del fed0\n", "ip link add fed0 type wireguard\n", "ip route add 10.2.0.0/24 dev fed0 proto fednet\n", "wg set fed0 peer " + keyB.String()} {
+	for _, want := range []string{"ip link del fed0\n", "ip link add fed0 type wireguard && ip link set fed0 alias fednet-tunnel:wireguard\n", "ip route add 10.2.0.0/24 dev fed0 proto fednet\n", "wg set fed0 peer " + keyB.String()} {
 		if !strings.Contains(got, want) {
 			t.Errorf("changes lack %q:\n%s", want, got)
 		}
@@ -218,19 +222,59 @@ func TestFakeRecreatesDeadUserspaceDevice(t *testing.T) {
 	}
 }
 
+// foreignTunnel is a machine where fed0 exists and is not fednet's.
+func foreignTunnel(l tunnel.Interface, dev tunnel.Device) State {
+	return State{
+		Tunnels:  []TunnelState{{Name: "fed0", Backend: backend.WireGuard, State: tunnel.State{Link: &l, Device: dev}}},
+		Underlay: Underlay{Interfaces: []tunnel.Interface{l}},
+	}
+}
+
 func TestFakeRefusesForeignLink(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    State
+	}{
+		{"veth", foreignTunnel(tunnel.Interface{Name: "fed0", Kind: "veth", MTU: 1500}, nil)},
+		{"TUN without a device", foreignTunnel(tunnel.Interface{Name: "fed0", Kind: "tun", MTU: 1500}, nil)},
+		{"WireGuard of another key", foreignTunnel(tunnel.Interface{Name: "fed0", Kind: "wireguard", MTU: 1420,
+			Addresses: pfx("192.168.9.1/24")}, &wireguard.Device{PublicKey: keyB, ListenPort: 51820})},
+		{"marked as another's", foreignTunnel(tunnel.Interface{Name: "fed0", Kind: "wireguard", Alias: "vpn:office", MTU: 1420},
+			&wireguard.Device{PublicKey: keyB})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewFake()
+			f.SetState(tc.s)
+			changes, err := f.Apply(context.Background(), planA())
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "tunnels[0].name fed0: interface exists and is not fednet's") || len(changes) != 0 {
+				t.Errorf("Apply = %q, %v; want a refusal naming tunnels[0].name and no change", changes, err)
+			}
+			_, err = f.Down(context.Background(), planA())
+			if err == nil || !strings.Contains(err.Error(), "fednet leaves it alone") {
+				t.Errorf("Down = %v, want a refusal to delete fed0", err)
+			}
+			if d := cmp.Diff(tc.s.String(), f.State().String()); d != "" {
+				t.Errorf("the foreign interface changed (-before +after):\n%s", d)
+			}
+		})
+	}
+}
+
+// An unmarked WireGuard interface whose device holds this gateway's key
+// was made by a fednet from before marks: it is adopted and marked.
+func TestFakeAdoptsUnmarkedInterfaceWithOurKey(t *testing.T) {
 	f := NewFake()
-	f.SetState(State{Link: &LinkState{Name: "fed0", Kind: "veth", MTU: 1500}})
-	_, err := f.Apply(context.Background(), planA())
-	if err == nil || !strings.Contains(err.Error(), "veth") {
-		t.Errorf("Apply = %v, want a refusal naming the veth", err)
+	mustApply(t, f, planA())
+	s := f.State()
+	s.tunnel("fed0").Link.Alias = ""
+	f.SetState(s)
+	if got, want := render(mustApply(t, f, planA())), "ip link set fed0 alias fednet-tunnel:wireguard\n"; got != want {
+		t.Errorf("changes:\n%swant:\n%s", got, want)
 	}
-	_, err = f.Down(context.Background(), planA())
-	if err == nil {
-		t.Error("Down = nil, want a refusal to delete the veth")
-	}
-	if f.State().Link == nil {
-		t.Error("Down deleted a link that is not fednet's")
+	s.tunnel("fed0").Link.Alias = ""
+	f.SetState(s)
+	if changes, err := f.Down(context.Background(), planA()); err != nil || !slices.Contains(changes, "ip link del fed0") {
+		t.Errorf("Down = %q, %v; want fed0 deleted", changes, err)
 	}
 }
 
@@ -249,7 +293,7 @@ func TestFakePrivateKeyAndPort(t *testing.T) {
 	f := NewFake()
 	mustApply(t, f, planA())
 	s := f.State()
-	s.WireGuard.PublicKey = plan.Key{9}
+	wgDevice(s).PublicKey = plan.Key{9}
 	f.SetState(s)
 	if got, want := render(mustApply(t, f, planA())), "wg set fed0 private-key (set)\n"; got != want {
 		t.Errorf("changes:\n%swant:\n%s", got, want)
@@ -273,9 +317,14 @@ func TestValidatePlan(t *testing.T) {
 		{"long interface", func(p *plan.Gateway) { p.Tunnels[0].Name = "fednet-interface0" }, "longer than 15"},
 		{"port", func(p *plan.Gateway) { p.Tunnels[0].ListenPort = 70000 }, "tunnels[0].listenPort"},
 		{"mtu", func(p *plan.Gateway) { p.Tunnels[0].MTU = 100 }, "tunnels[0].mtu"},
-		{"no tunnel", func(p *plan.Gateway) { p.Tunnels = nil }, "want one tunnel of backend wireguard"},
+		{"no tunnel", func(p *plan.Gateway) { p.Tunnels = nil }, "tunnels is empty"},
+		{"unknown backend", func(p *plan.Gateway) { p.Tunnels[0].Backend = "ipsec" }, `tunnels[0].backend "ipsec" has no tunnel driver`},
+		{"keepalive", func(p *plan.Gateway) { p.Peers[0].WireGuard.PersistentKeepalive = -1 }, "tunnels[0] (wireguard): peer b: wireguard.persistentKeepalive -1"},
+		{"peer backend", func(p *plan.Gateway) { p.Peers[0].Backend = "ipsec" }, `peers[0] (b).backend "ipsec" is not the backend of a tunnel`},
+		{"firewall tunnels", func(p *plan.Gateway) { p.Firewall.Tunnels = []string{"wg0"} }, "firewall.tunnels [wg0] are not the plan's tunnel interfaces [fed0]"},
+		{"no bounds", func(p *plan.Gateway) { p.Bounds = plan.Bounds{} }, "bounds.supernet invalid Prefix is not a prefix"},
 		{"route", func(p *plan.Gateway) { p.Routes = append(p.Routes, plan.Route{Device: "fed0"}) }, "routes"},
-		{"table", func(p *plan.Gateway) { p.Firewall.Table = "fed net" }, "table name"},
+		{"table", func(p *plan.Gateway) { p.Firewall.Table = "filter" }, `firewall.table "filter" is not fednet's table`},
 		{"flow", func(p *plan.Gateway) {
 			p.Firewall.Flows = append(p.Firewall.Flows, plan.Flow{Network: "x", Source: netip.MustParsePrefix("10.0.0.0/8"), Destination: netip.MustParsePrefix("fd00::/8")})
 		}, "mixes IPv4 and IPv6"},
@@ -333,14 +382,26 @@ func TestFingerprintChangesWithFirewall(t *testing.T) {
 	}
 }
 
-func TestParseMode(t *testing.T) {
-	for _, m := range []Mode{Auto, Kernel, Userspace} {
-		got, err := ParseMode(m.String())
-		if err != nil || got != m {
-			t.Errorf("ParseMode(%q) = %v, %v", m, got, err)
-		}
+// Status reports the links the driver set up, established while the
+// handshake is recent, by the fake's clock.
+func TestFakeStatus(t *testing.T) {
+	f := NewFake()
+	mustApply(t, f, planA())
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	f.SetClock(func() time.Time { return now })
+	s := f.State()
+	for i := range wgDevice(s).Peers {
+		wgDevice(s).Peers[i].LastHandshake = now.Add(-time.Minute)
+		wgDevice(s).Peers[i].RxBytes = 10
 	}
-	if _, err := ParseMode("bpf"); err == nil {
-		t.Error("ParseMode(bpf) = nil error")
+	f.SetState(s)
+	links, err := f.Status(context.Background(), planA())
+	if err != nil || len(links) != 2 || links[0].Peer != "b" || links[1].Peer != "c" ||
+		!links[0].Established || !links[1].Established || links[0].RxBytes != 10 || links[0].Backend != backend.WireGuard {
+		t.Errorf("Status = %+v, %v; want b and c (d has no key) established", links, err)
+	}
+	now = now.Add(wireguard.EstablishedWithin)
+	if links, _ := f.Status(context.Background(), planA()); len(links) != 2 || links[0].Established {
+		t.Errorf("Status %v later = %+v; want not established", wireguard.EstablishedWithin, links)
 	}
 }

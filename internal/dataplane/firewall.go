@@ -26,7 +26,7 @@ import (
 //	  iifname != "<Tunnel>" udp dport <port> drop   per TunnelPorts (gateway VXLAN)
 //	  iifname != "<Tunnel>" ip saddr <host> udp dport <port> accept   per neighbor tunnel
 //	  udp dport <port> drop                                           (same)
-//	  udp dport <ListenPort> accept                       the tunnel port
+//	  udp dport <port> accept   per Public port (tcp dport <port>; meta l4proto esp)
 //	  iifname "<Tunnel>" ip saddr <Transit> accept        other gateways
 //	  iifname != "<Tunnel>" ip saddr <Local> fib saddr . iif oif exists accept
 //	  icmp type echo-request limit rate 10/second accept
@@ -115,6 +115,15 @@ type addr struct {
 // udpDport matches UDP packets to a port.
 type udpDport struct{ port int }
 
+// tcpDport matches TCP packets to a port.
+type tcpDport struct{ port int }
+
+// l4proto matches packets of an IP protocol.
+type l4proto struct {
+	proto uint8
+	name  string
+}
+
 // fibReversePath matches when a route back to the source leaves by the
 // input interface.
 type fibReversePath struct{}
@@ -181,6 +190,8 @@ func (m addr) text() string {
 }
 
 func (m udpDport) text() string     { return "udp dport " + strconv.Itoa(m.port) }
+func (m tcpDport) text() string     { return "tcp dport " + strconv.Itoa(m.port) }
+func (m l4proto) text() string      { return "meta l4proto " + m.name }
 func (fibReversePath) text() string { return "fib saddr . iif oif exists" }
 func (m icmpType) text() string {
 	if m.v6 {
@@ -193,12 +204,30 @@ func (tcpSyn) text() string      { return "tcp flags syn" }
 func (m mssAbove) text() string  { return fmt.Sprintf("tcp option maxseg size > %d", m.size) }
 
 // buildRuleset turns a plan's firewall into the ruleset. fw must have passed
-// validateFirewall.
+// validateFirewall. With one tunnel interface (today's plans) the rules
+// are those of the comment at the top; with several, a rule on "the
+// tunnel" is repeated per tunnel, and a rule on "not the tunnel" matches
+// none of them.
 func buildRuleset(fw plan.Firewall) ruleset {
-	tunnel := fw.Tunnels[0]
+	tunnels := fw.Tunnels
+	// notTunnel matches a packet that did not come in (or, out, does not
+	// leave) by any tunnel.
+	notTunnel := func(out bool) []match {
+		var ms []match
+		for _, t := range tunnels {
+			ms = append(ms, ifName{out: out, negate: true, name: t})
+		}
+		return ms
+	}
 	input := chain{name: chainInput, hook: "input", policy: "drop"}
 	add := func(c *chain, verdict string, ms ...match) {
 		c.rules = append(c.rules, rule{matches: ms, verdict: verdict})
+	}
+	// perTunnel adds the rule once per tunnel, its interface match first.
+	perTunnel := func(c *chain, verdict string, out bool, ms ...match) {
+		for _, t := range tunnels {
+			add(c, verdict, append([]match{ifName{out: out, name: t}}, ms...)...)
+		}
 	}
 	add(&input, "accept", ifName{name: "lo"})
 	add(&input, "accept", ctState{established: true, related: true})
@@ -207,22 +236,22 @@ func buildRuleset(fw plan.Firewall) ruleset {
 	// device listens on every address, so a packet from the LAN or the
 	// public side would otherwise put frames into a bridged network.
 	for _, p := range fw.TunnelPorts {
-		add(&input, "drop", ifName{name: tunnel, negate: true}, udpDport{p})
+		add(&input, "drop", append(notTunnel(false), udpDport{p})...)
 	}
 	// A neighbor tunnel's port takes VXLAN from its host only: anyone else
 	// on the LAN could otherwise inject frames into the bridged network.
 	for _, n := range fw.Neighbors {
-		add(&input, "accept", ifName{name: tunnel, negate: true}, addr{prefix: netip.PrefixFrom(n.Address.Unmap(), n.Address.Unmap().BitLen())}, udpDport{n.Port})
+		add(&input, "accept", append(notTunnel(false), addr{prefix: netip.PrefixFrom(n.Address.Unmap(), n.Address.Unmap().BitLen())}, udpDport{n.Port})...)
 		add(&input, "drop", udpDport{n.Port})
 	}
 	for _, p := range fw.Public {
-		add(&input, "accept", udpDport{p.Port})
+		add(&input, "accept", publicMatch(p))
 	}
 	if fw.Transit.IsValid() {
-		add(&input, "accept", ifName{name: tunnel}, addr{prefix: fw.Transit.Masked()})
+		perTunnel(&input, "accept", false, addr{prefix: fw.Transit.Masked()})
 	}
 	for _, p := range canonicalPrefixes(fw.Local) {
-		add(&input, "accept", ifName{name: tunnel, negate: true}, addr{prefix: p}, fibReversePath{})
+		add(&input, "accept", append(notTunnel(false), addr{prefix: p}, fibReversePath{})...)
 	}
 	add(&input, "accept", icmpType{typ: 8, name: "echo-request"}, limitRate{icmpRate})
 	add(&input, "accept", icmpType{v6: true, typ: 128, name: "echo-request"}, limitRate{icmpRate})
@@ -241,8 +270,8 @@ func buildRuleset(fw plan.Firewall) ruleset {
 	// table's chains, so those rules still apply).
 	forward := chain{name: chainForward, hook: "forward", policy: "accept"}
 	add(&forward, "accept", ctState{established: true, related: true})
-	add(&forward, "drop", ifName{name: tunnel}, ctState{invalid: true})
-	add(&forward, "drop", ifName{out: true, name: tunnel}, ctState{invalid: true})
+	perTunnel(&forward, "drop", false, ctState{invalid: true})
+	perTunnel(&forward, "drop", true, ctState{invalid: true})
 	local := map[netip.Prefix]bool{}
 	for _, p := range fw.Local {
 		local[p.Masked()] = true
@@ -255,39 +284,51 @@ func buildRuleset(fw plan.Firewall) ruleset {
 		}
 		seen[k] = true
 		// Flows leaving the site go out of the tunnel; the others come in
-		// through it.
-		ms := []match{ifName{out: local[k[0]], name: tunnel}}
-		// A /0 side matches only the family, which the other side
-		// already checks.
+		// through it. A /0 side matches only the family, which the other
+		// side already checks.
+		var ms []match
 		if k[0].Bits() > 0 || k[1].Bits() == 0 {
 			ms = append(ms, addr{prefix: k[0]})
 		}
 		if k[1].Bits() > 0 {
 			ms = append(ms, addr{dst: true, prefix: k[1]})
 		}
-		add(&forward, "accept", ms...)
+		perTunnel(&forward, "accept", local[k[0]], ms...)
 	}
-	add(&forward, "drop", ifName{name: tunnel})
-	add(&forward, "drop", ifName{out: true, name: tunnel})
+	perTunnel(&forward, "drop", false)
+	perTunnel(&forward, "drop", true)
 	// Other sites' prefixes leave by the tunnel or not at all: without a
 	// route into the tunnel they would follow the default route out in
 	// clear.
 	for _, p := range canonicalPrefixes(fw.Remote) {
-		add(&forward, "drop", ifName{out: true, negate: true, name: tunnel}, addr{dst: true, prefix: p})
+		add(&forward, "drop", append(notTunnel(true), addr{dst: true, prefix: p})...)
 	}
 
 	rs := ruleset{table: fw.Table, chains: []chain{input, forward}}
 	if fw.MSS > 0 {
 		mss := chain{name: chainMSS, hook: "forward", priority: -150, policy: "accept"}
 		for _, out := range []bool{true, false} {
-			mss.rules = append(mss.rules, rule{
-				matches: []match{ifName{out: out, name: tunnel}, tcpSyn{}, mssAbove{fw.MSS}},
-				mssSet:  fw.MSS,
-			})
+			for _, t := range tunnels {
+				mss.rules = append(mss.rules, rule{
+					matches: []match{ifName{out: out, name: t}, tcpSyn{}, mssAbove{fw.MSS}},
+					mssSet:  fw.MSS,
+				})
+			}
 		}
 		rs.chains = append(rs.chains, mss)
 	}
 	return rs
+}
+
+// publicMatch matches what a backend needs on the public side.
+func publicMatch(p backend.Port) match {
+	switch p.Protocol {
+	case backend.TCP:
+		return tcpDport{p.Port}
+	case backend.ESP:
+		return l4proto{proto: uint8(backend.ESP), name: "esp"}
+	}
+	return udpDport{p.Port}
 }
 
 // text renders the ruleset as `nft list table` prints it. With fingerprint
@@ -347,22 +388,24 @@ func validateFirewall(fw plan.Firewall) error {
 	if !validTableName(fw.Table) {
 		errs = append(errs, fmt.Sprintf("table name %q is not valid: use letters, digits, - and _ (up to 64)", fw.Table))
 	}
-	if len(fw.Tunnels) != 1 {
-		errs = append(errs, fmt.Sprintf("tunnels: %d tunnel interfaces; this fednet renders one", len(fw.Tunnels)))
+	if len(fw.Tunnels) == 0 {
+		errs = append(errs, "tunnels: no tunnel interface")
 	}
 	for _, t := range fw.Tunnels {
 		if err := validInterfaceName(t); err != nil {
 			errs = append(errs, "tunnel: "+err.Error())
 		}
 	}
-	ports := map[int]bool{}
+	ports := map[int]bool{} // UDP ports
 	for _, p := range fw.Public {
 		switch {
-		case p.Protocol != backend.UDP:
-			errs = append(errs, fmt.Sprintf("public: protocol %s: this fednet opens UDP ports only", p.Protocol))
-		case p.Port < 1 || p.Port > 65535:
-			errs = append(errs, fmt.Sprintf("public: port %d is out of range 1-65535", p.Port))
-		default:
+		case p.Protocol != backend.UDP && p.Protocol != backend.TCP && p.Protocol != backend.ESP:
+			errs = append(errs, fmt.Sprintf("public: protocol %s is not one fednet opens (udp, tcp, esp)", p.Protocol))
+		case p.Protocol == backend.ESP && p.Port != 0:
+			errs = append(errs, fmt.Sprintf("public: esp has no ports (got %d)", p.Port))
+		case p.Protocol != backend.ESP && (p.Port < 1 || p.Port > 65535):
+			errs = append(errs, fmt.Sprintf("public: %s port %d is out of range 1-65535", p.Protocol, p.Port))
+		case p.Protocol == backend.UDP:
 			ports[p.Port] = true
 		}
 	}

@@ -3,21 +3,22 @@ package dataplane
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 
 	"github.com/fednet/fednet/internal/plan"
 )
 
 // The host's end of a neighbor tunnel (fednet host join): one VXLAN device
-// with the network's VNI from the host's LAN address to its gateway's, on
-// the host's port, with the network's MTU and, when the operator gives
-// one, the host's address on the bridged network. It is owned like the
-// gateway's end: alias NeighborAliasPrefix + "<network>/<host>".
+// with the network's VNI from the host's LAN address, on the host's port,
+// flooding to its gateway's LAN address (an all-zero FDB entry), with the
+// network's MTU and, when the operator gives one, the host's address on
+// the bridged network. It is the gateway's VXLAN port of the L2 model
+// (l2.go) without a bridge, owned the same way: alias AliasPrefix +
+// network.
 
 // HostState is what a host has of its neighbor tunnel.
 type HostState struct {
 	// Device is the tunnel's device, nil when absent.
-	Device *NeighborState
+	Device *VXLANState
 	// Foreign is true when an interface of the device's name exists that
 	// is not fednet's.
 	Foreign bool
@@ -28,45 +29,34 @@ type HostState struct {
 
 // diffHost returns the ops that bring a host in state cur to tunnel t with
 // address (invalid: the device's addresses are left alone). A device whose
-// VNI, addresses, port or learning differ is recreated.
+// VNI, local address, port or learning differ, or that has a default
+// remote (made before one L2 model), is recreated.
 func diffHost(cur HostState, t plan.HostTunnel, address netip.Prefix) ([]op, error) {
 	if err := validateHost(t); err != nil {
 		return nil, err
 	}
 	if cur.Foreign {
-		return nil, fmt.Errorf("interface %s exists and is not fednet's (no alias %s...): fednet does not touch it; delete or rename it", t.Device, NeighborAliasPrefix)
+		return nil, fmt.Errorf("interface %s exists and is not fednet's (no alias %s...): fednet does not touch it; delete or rename it", t.Device, AliasPrefix)
+	}
+	want := wantedPort{
+		bridge: plan.Bridge{Network: t.Network, VNI: t.VNI, MTU: t.MTU},
+		port:   plan.VXLAN{Name: t.Device, Kind: plan.ToGateways, Local: t.Local, UDPPort: t.UDPPort, Remotes: []netip.Addr{t.Remote}},
 	}
 	var ops []op
 	c, addrs := cur.Device, cur.Addresses
-	if c != nil && (c.VNI != t.VNI || c.Local.Unmap() != t.Local.Unmap() || c.Remote.Unmap() != t.Remote.Unmap() ||
-		c.UDPPort != t.UDPPort || !c.Learning) {
-		ops = append(ops, nbDel{name: t.Device})
+	if c != nil && !want.fits(*c) {
+		ops = append(ops, l2Del{name: t.Device})
 		c, addrs = nil, nil
 	}
-	if c == nil {
-		ops = append(ops, nbAdd{name: t.Device, network: t.Network, host: t.Host, vni: t.VNI,
-			local: t.Local, remote: t.Remote, port: t.UDPPort, mtu: t.MTU})
-		c = &NeighborState{Name: t.Device, Network: t.Network, Host: t.Host, MTU: t.MTU}
+	// The device as a port of no bridge.
+	ops = append(ops, diffPort(c, want.bridge, want.port)...)
+	var remotes []netip.Addr
+	if c != nil {
+		remotes = c.Remotes
 	}
-	s := nbSet{name: t.Device, up: !c.Up}
-	if c.Network != t.Network || c.Host != t.Host {
-		s.network, s.host = t.Network, t.Host
-	}
-	if c.MTU != t.MTU {
-		s.mtu = t.MTU
-	}
-	if s.up || s.network != "" || s.mtu != 0 {
-		ops = append(ops, s)
-	}
+	ops = append(ops, diffRemotes(t.Device, remotes, want.port.Remotes)...)
 	if address.IsValid() {
-		for _, a := range addrs {
-			if a != address {
-				ops = append(ops, addrDel{dev: t.Device, prefix: a})
-			}
-		}
-		if !slices.Contains(addrs, address) {
-			ops = append(ops, addrAdd{dev: t.Device, prefix: address})
-		}
+		ops = append(ops, diffAddresses(t.Device, addrs, address)...)
 	}
 	return ops, nil
 }
@@ -79,7 +69,7 @@ func validateHost(t plan.HostTunnel) error {
 	if t.VNI < 1 || t.VNI > 1<<24-1 {
 		errs = append(errs, fmt.Sprintf("vni %d is out of range 1-16777215", t.VNI))
 	}
-	if !t.Local.IsValid() || !t.Remote.IsValid() || t.Local.Unmap().Is4() != t.Remote.Unmap().Is4() || t.Local == t.Remote {
+	if !t.Local.IsValid() || !t.Remote.IsValid() || t.Local.Unmap().Is4() != t.Remote.Unmap().Is4() || t.Local.Unmap() == t.Remote.Unmap() {
 		errs = append(errs, fmt.Sprintf("local %s and remote %s must be two addresses of one family", t.Local, t.Remote))
 	}
 	if t.UDPPort < 1 || t.UDPPort > 65535 {

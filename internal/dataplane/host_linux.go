@@ -4,19 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/fednet/fednet/internal/dataplane/tunnel"
 	"github.com/fednet/fednet/internal/plan"
 )
 
 // ApplyHost brings this machine's end of neighbor tunnel t to the plan:
-// the VXLAN device t.Device (created, recreated when it differs, its MTU
-// and alias set, up) and, when address is valid, address as the device's
-// only address. Idempotent: a second call with the same values changes
-// nothing. It returns the changes made.
+// the VXLAN device t.Device (created, recreated when it differs, its MTU,
+// alias and flood entry to the gateway set, up) and, when address is
+// valid, address as the device's only address. Idempotent: a second call
+// with the same values changes nothing. It returns the changes made.
 func ApplyHost(ctx context.Context, t plan.HostTunnel, address netip.Prefix) ([]Change, error) {
 	cur, err := ReadHost(t.Device)
 	if err != nil {
@@ -31,7 +31,7 @@ func ApplyHost(ctx context.Context, t plan.HostTunnel, address netip.Prefix) ([]
 		if err := ctx.Err(); err != nil {
 			return changes, err
 		}
-		c, err := execHost(o)
+		c, err := o.(linuxOp).exec(ctx, nil)
 		if err != nil {
 			return changes, err
 		}
@@ -49,11 +49,11 @@ func RemoveHost(name string) ([]Change, error) {
 	case err != nil:
 		return nil, err
 	case cur.Foreign:
-		return nil, fmt.Errorf("interface %s is not fednet's (no alias %s...): fednet does not touch it", name, NeighborAliasPrefix)
+		return nil, fmt.Errorf("interface %s is not fednet's (no alias %s...): fednet does not touch it", name, AliasPrefix)
 	case cur.Device == nil:
 		return nil, nil
 	}
-	c, err := execHost(nbDel{name: name})
+	c, err := l2Del{name: name}.exec(context.Background(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -71,47 +71,19 @@ func ReadHost(name string) (HostState, error) {
 	case err != nil:
 		return s, fmt.Errorf("reading interface %s: %w", name, err)
 	}
-	a := link.Attrs()
-	network, host, owned := parseNeighborAlias(a.Alias)
-	v, ok := link.(*netlink.Vxlan)
-	if !owned || !ok {
+	l2, owned, err := readL2([]netlink.Link{link}, map[int]string{})
+	if err != nil {
+		return s, err
+	}
+	if !owned[link.Attrs().Index] || len(l2.VXLANs) != 1 {
 		s.Foreign = true
 		return s, nil
 	}
-	n := &NeighborState{Name: name, Network: network, Host: host, VNI: v.VxlanId, UDPPort: v.Port, MTU: a.MTU,
-		Up: a.Flags&net.FlagUp != 0, Learning: v.Learning}
-	if ip, ok := netip.AddrFromSlice(v.SrcAddr); ok {
-		n.Local = ip.Unmap()
-	}
-	if ip, ok := netip.AddrFromSlice(v.Group); ok {
-		n.Remote = ip.Unmap()
-	}
-	s.Device = n
-	ls := &LinkState{Name: name}
-	if err := readAddresses(link, ls); err != nil {
+	s.Device = &l2.VXLANs[0]
+	iface := tunnel.Interface{Name: name}
+	if err := readAddresses(link, &iface); err != nil {
 		return s, err
 	}
-	s.Addresses = ls.Addresses
-	sortPrefixes(s.Addresses)
+	s.Addresses = iface.Addresses
 	return s, nil
-}
-
-func execHost(o op) (Change, error) {
-	c := o.change()
-	if ok, err := execNeighbor(o); ok {
-		return c, err
-	}
-	var err error
-	switch o := o.(type) {
-	case addrAdd:
-		err = changeAddr(o.dev, o.prefix, netlink.AddrAdd)
-	case addrDel:
-		err = changeAddr(o.dev, o.prefix, netlink.AddrDel)
-	default:
-		err = fmt.Errorf("dataplane: unexpected op %T on a host", o)
-	}
-	if err != nil {
-		err = fmt.Errorf("%s: %w", c, err)
-	}
-	return c, err
 }

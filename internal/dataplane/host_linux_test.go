@@ -39,15 +39,18 @@ func TestLinuxHostTunnel(t *testing.T) {
 			t.Errorf("ApplyHost(%s) again = %q, %v; want no changes", name, again, err)
 		}
 	}
-	add := "ip link add fvx100 mtu 1370 type vxlan id 100 local 10.1.0.10 remote 10.1.0.254 dstport 4790 && ip link set fvx100 alias fednet-neighbor:lan/web1\n" +
-		"ip link set fvx100 up\nip address add 192.168.50.40/24 dev fvx100\n"
+	add := "ip link add fvx100 mtu 1370 type vxlan id 100 local 10.1.0.10 dstport 4790 && ip link set fvx100 alias fednet:lan\n" +
+		"ip link set fvx100 up\nbridge fdb append 00:00:00:00:00:00 dev fvx100 dst 10.1.0.254\nip address add 192.168.50.40/24 dev fvx100\n"
 	apply("add", hostTunnel(), addr, add)
 	l, err := netlink.LinkByName("fvx100")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := l.(*netlink.Vxlan); !ok || v.VxlanId != 100 || v.Port != 4790 || v.Group.String() != "10.1.0.254" || v.MTU != 1370 {
+	if v, ok := l.(*netlink.Vxlan); !ok || v.VxlanId != 100 || v.Port != 4790 || v.Group != nil || v.MTU != 1370 {
 		t.Errorf("fvx100 = %+v", l)
+	}
+	if fdb := sh(t, "bridge fdb show dev fvx100"); !strings.Contains(fdb, "00:00:00:00:00:00 dst 10.1.0.254 self permanent") {
+		t.Errorf("bridge fdb show dev fvx100 lacks the flood entry to the gateway:\n%s", fdb)
 	}
 	mtu := hostTunnel()
 	mtu.MTU = 1300
@@ -56,9 +59,17 @@ func TestLinuxHostTunnel(t *testing.T) {
 		"ip address del 192.168.50.40/24 dev fvx100\nip address add 192.168.50.41/24 dev fvx100\n")
 	moved := hostTunnel()
 	moved.Remote = netip.MustParseAddr("10.1.0.253")
-	apply("gateway moves", moved, addr, "ip link del fvx100\n"+strings.ReplaceAll(add, "remote 10.1.0.254", "remote 10.1.0.253"))
+	// The device stays; its MTU and address go back to the first step's.
+	apply("gateway moves", moved, addr, "ip link set fvx100 mtu 1370\n"+
+		"bridge fdb del 00:00:00:00:00:00 dev fvx100 dst 10.1.0.254\n"+
+		"bridge fdb append 00:00:00:00:00:00 dev fvx100 dst 10.1.0.253\n"+
+		"ip address del 192.168.50.41/24 dev fvx100\nip address add 192.168.50.40/24 dev fvx100\n")
 	sh(t, "ip link del fvx100")
-	apply("deleted behind fednet's back", moved, addr, strings.ReplaceAll(add, "remote 10.1.0.254", "remote 10.1.0.253"))
+	apply("deleted behind fednet's back", moved, addr, strings.ReplaceAll(add, "dst 10.1.0.254", "dst 10.1.0.253"))
+	// A device of the fednet before one L2 model (alias fednet-neighbor:,
+	// a default remote) is replaced.
+	sh(t, "ip link del fvx100 && ip link add fvx100 mtu 1370 type vxlan id 100 local 10.1.0.10 remote 10.1.0.253 dstport 4790 && ip link set fvx100 alias fednet-neighbor:lan/web1")
+	apply("old device", moved, addr, "ip link del fvx100\n"+strings.ReplaceAll(add, "dst 10.1.0.254", "dst 10.1.0.253"))
 
 	if c, err := RemoveHost("fvx100"); err != nil || render(c) != "ip link del fvx100\n" {
 		t.Errorf("RemoveHost = %q, %v", c, err)

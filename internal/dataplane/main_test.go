@@ -1,31 +1,19 @@
 package dataplane
 
 import (
-	"context"
-	"fmt"
-	"log"
 	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 
-	"github.com/fednet/fednet/internal/wgdev"
+	"github.com/fednet/fednet/internal/closeonexec"
+	"github.com/fednet/fednet/internal/dataplane/nstest"
 )
 
 // envWGDevChild makes the test binary act as `fednet wgdev NAME`, so that
-// kernel tests can point Config.WGDevCommand at it.
-const envWGDevChild = "FEDNET_WGDEV_CHILD"
+// kernel tests can point the WireGuard driver's WGDevCommand at it.
+const envWGDevChild = nstest.EnvWGDev
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envWGDevChild) == "1" && len(os.Args) == 3 && os.Args[1] == "wgdev" {
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-		err := wgdev.Run(ctx, os.Args[2], log.Printf)
-		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "wgdev:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	closeonexec.Inherited() // userspace devices it starts must not hold a flock around go test
+	nstest.WGDevChild()
 	os.Exit(m.Run())
 }

@@ -97,6 +97,16 @@ func readTable(name string) (*TableState, error) {
 	return nil, nil
 }
 
+// dport matches packets of transport protocol proto to port.
+func dport(proto byte, port int) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
+	}
+}
+
 // commentUserData encodes a rule comment as nft does (NFTNL_UDATA_RULE_COMMENT,
 // NUL-terminated), so `nft list` shows it.
 func commentUserData(s string) []byte {
@@ -195,11 +205,13 @@ func (r rule) exprs() []expr.Any {
 				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: size, Mask: mask, Xor: make([]byte, size)},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: network})
 		case udpDport:
+			out = append(out, dport(unix.IPPROTO_UDP, m.port)...)
+		case tcpDport:
+			out = append(out, dport(unix.IPPROTO_TCP, m.port)...)
+		case l4proto:
 			out = append(out,
 				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_UDP}},
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(m.port))})
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{m.proto}})
 		case fibReversePath:
 			out = append(out,
 				&expr.Fib{Register: 1, FlagSADDR: true, FlagIIF: true, ResultOIF: true, FlagPRESENT: true},

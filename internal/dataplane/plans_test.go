@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fednet/fednet/internal/backend"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -94,7 +95,17 @@ func planA() plan.Gateway {
 			Flows:   flows("10.1.0.0/24", "10.2.0.0/24", "10.1.0.0/24", "10.3.0.0/24"),
 			MSS:     1380,
 		},
+		Bounds: plan.Bounds{Supernet: netip.MustParsePrefix("10.0.0.0/8"), Transit: netip.MustParsePrefix("10.255.0.0/16"), Ports: []string{"eth1", "eth2"}},
 	}
+}
+
+// wgDevice returns the WireGuard device of fed0 in s, nil for none.
+func wgDevice(s State) *wireguard.Device {
+	if t := s.tunnel("fed0"); t != nil {
+		d, _ := t.Device.(*wireguard.Device)
+		return d
+	}
+	return nil
 }
 
 // planB: c leaves; b gains 10.2.1.0/24 (its only change); d, behind NAT,

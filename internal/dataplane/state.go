@@ -6,7 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/backend"
+	"github.com/fednet/fednet/internal/dataplane/tunnel"
 )
 
 // RouteProtocol is the route protocol number (rtm_protocol) fednet marks its
@@ -17,78 +18,49 @@ import (
 // 254. Changes render it as "proto fednet".
 const RouteProtocol = 0xfe
 
-// Link kinds as the kernel reports them (IFLA_INFO_KIND).
-const (
-	// KindKernel is a kernel WireGuard interface.
-	KindKernel = "wireguard"
-	// KindUserspace is the TUN interface of a userspace WireGuard device
-	// (fednet wgdev, wireguard-go).
-	KindUserspace = "tun"
-)
-
-// defaultMTU is the MTU a new WireGuard interface has, kernel or userspace.
-const defaultMTU = 1420
-
-// State is what fednet owns on one machine, as far as Apply compares it with
-// a plan. It is a value: the Linux dataplane reads it from the kernel, the
-// fake keeps it in memory.
+// State is the machine as far as Apply compares it with a plan: what fednet
+// owns, and what it must know of the rest to stay out of it (Underlay). It
+// is a value: the Linux dataplane reads it from the kernel, the fake keeps
+// it in memory.
 type State struct {
-	// Link is the tunnel interface, nil when absent.
-	Link *LinkState
-	// WireGuard is the WireGuard device on Link, nil when none answers (no
-	// link, or a TUN link whose userspace process is gone).
-	WireGuard *WireGuardState
+	// Tunnels are the tunnel interfaces: those the plan names (whoever
+	// made them) and every other interface marked as a fednet tunnel
+	// (tunnel.Mark), sorted by name.
+	Tunnels []TunnelState
 	// Routes are the routes marked with RouteProtocol in the main table,
 	// sorted by destination.
 	Routes []RouteState
 	// Forwarding is net.ipv4.ip_forward.
 	Forwarding bool
-	// Table is fednet's nftables table, nil when absent.
+	// Table is the nftables table named plan.Table, nil when absent.
 	Table *TableState
-	// Bridges and VXLANs are the bridges and VXLAN devices fednet owns
-	// (alias AliasPrefix+network, see bridge.go), sorted by name.
-	Bridges []BridgeState
-	VXLANs  []VXLANState
-	// Neighbors are the neighbor tunnels' VXLAN devices fednet owns (alias
-	// NeighborAliasPrefix..., see neighbor.go), sorted by name.
-	Neighbors []NeighborState
-	// Foreign are the interfaces named as a bridge or VXLAN device in the
-	// plan that exist but are not fednet's, sorted.
-	Foreign []string
+	// L2 is fednet's bridged networks.
+	L2 L2State
+	// Underlay is the rest of the machine; String leaves it out.
+	Underlay Underlay
 }
 
-// LinkState is the tunnel interface.
-type LinkState struct {
+// TunnelState is one tunnel interface and the device behind it.
+type TunnelState struct {
+	// Name is the interface's name.
 	Name string
-	// Kind is KindKernel, KindUserspace, or another kernel link kind (a link
-	// that is not fednet's and that fednet refuses to touch).
-	Kind string
-	MTU  int
-	Up   bool
-	// Addresses are the interface's addresses with their prefix lengths,
-	// sorted; IPv6 link-local addresses are left out.
-	Addresses []netip.Prefix
+	// Backend is the backend of the plan's tunnel of this name, or, for a
+	// tunnel the plan does not name, the one its mark says.
+	Backend backend.Name
+	tunnel.State
 }
 
-// WireGuardState is the WireGuard device.
-type WireGuardState struct {
-	// PublicKey is the public key of the device's private key, zero when no
-	// private key is set.
-	PublicKey  plan.Key
-	ListenPort int
-	// Peers are sorted by public key (base64).
-	Peers []PeerState
-}
-
-// PeerState is one WireGuard peer.
-type PeerState struct {
-	PublicKey plan.Key
-	// Endpoint is ip:port as the device reports it, "" for none.
-	Endpoint string
-	// AllowedIPs are sorted.
-	AllowedIPs []netip.Prefix
-	// PersistentKeepalive in seconds, 0 for off.
-	PersistentKeepalive int
+// Marked returns the backend in the interface's mark, "" when it has no
+// fednet mark (or no interface exists).
+func (t TunnelState) Marked() backend.Name {
+	if t.Link == nil {
+		return ""
+	}
+	b, _ := strings.CutPrefix(t.Link.Alias, tunnel.MarkPrefix)
+	if b == t.Link.Alias {
+		return ""
+	}
+	return backend.Name(b)
 }
 
 // RouteState is one route fednet owns.
@@ -97,72 +69,104 @@ type RouteState struct {
 	Device      string
 }
 
-// TableState is fednet's nftables table.
+// TableState is the nftables table named plan.Table.
 type TableState struct {
 	Name string
 	// Fingerprint is the hex SHA-256 of the canonical rendering of the
-	// plan.Firewall the table was built from, read back from the table; ""
-	// when the table carries none (not built by fednet, or by a different
-	// version).
+	// plan.Firewall the table was built from, read back from the comment of
+	// its first rule; "" when the table carries no fednet comment: then it
+	// is not fednet's, and fednet neither replaces nor deletes it.
 	Fingerprint string
+}
+
+// Owned reports whether fednet built the table (it carries a fingerprint).
+func (t *TableState) Owned() bool { return t != nil && t.Fingerprint != "" }
+
+// Underlay is what fednet knows of the machine beyond what it owns: what
+// the ownership checks keep a plan away from.
+type Underlay struct {
+	// Interfaces are the interfaces that carry no fednet mark, with their
+	// addresses, sorted by name.
+	Interfaces []tunnel.Interface
+	// DefaultRoutes are the machine's default routes (0.0.0.0/0, ::/0).
+	DefaultRoutes []UnderlayRoute
+	// Endpoints are the routes a packet to each peer endpoint of the plan
+	// takes (Destination the endpoint's address).
+	Endpoints []UnderlayRoute
+}
+
+// UnderlayRoute is one route of the underlay.
+type UnderlayRoute struct {
+	Destination netip.Prefix
+	// Device is the interface the route leaves by.
+	Device string
+	// Gateway is the next hop, invalid for an on-link route.
+	Gateway netip.Addr
+}
+
+// Interface returns the underlay interface name, false when there is none.
+func (u Underlay) Interface(name string) (tunnel.Interface, bool) {
+	i := slices.IndexFunc(u.Interfaces, func(i tunnel.Interface) bool { return i.Name == name })
+	if i < 0 {
+		return tunnel.Interface{}, false
+	}
+	return u.Interfaces[i], true
 }
 
 // Clone returns a deep copy of s.
 func (s State) Clone() State {
 	c := s
-	if s.Link != nil {
-		l := *s.Link
-		l.Addresses = slices.Clone(l.Addresses)
-		c.Link = &l
-	}
-	if s.WireGuard != nil {
-		w := *s.WireGuard
-		w.Peers = make([]PeerState, len(s.WireGuard.Peers))
-		for i, p := range s.WireGuard.Peers {
-			p.AllowedIPs = slices.Clone(p.AllowedIPs)
-			w.Peers[i] = p
-		}
-		if len(w.Peers) == 0 {
-			w.Peers = nil
-		}
-		c.WireGuard = &w
+	c.Tunnels = nil
+	for _, t := range s.Tunnels {
+		c.Tunnels = append(c.Tunnels, TunnelState{Name: t.Name, Backend: t.Backend, State: t.State.Clone()})
 	}
 	c.Routes = slices.Clone(s.Routes)
 	if s.Table != nil {
 		t := *s.Table
 		c.Table = &t
 	}
-	c.Bridges, c.VXLANs = nil, nil
-	for _, b := range s.Bridges {
-		c.Bridges = append(c.Bridges, b.clone())
+	c.L2 = s.L2.clone()
+	c.Underlay.Interfaces = nil
+	for _, i := range s.Underlay.Interfaces {
+		c.Underlay.Interfaces = append(c.Underlay.Interfaces, i.Clone())
 	}
-	for _, v := range s.VXLANs {
-		c.VXLANs = append(c.VXLANs, v.clone())
-	}
-	c.Neighbors = slices.Clone(s.Neighbors)
-	c.Foreign = slices.Clone(s.Foreign)
+	c.Underlay.DefaultRoutes = slices.Clone(s.Underlay.DefaultRoutes)
+	c.Underlay.Endpoints = slices.Clone(s.Underlay.Endpoints)
 	return c
 }
 
 // IsEmpty reports whether s has nothing fednet owns (forwarding aside, which
 // fednet never turns off).
 func (s State) IsEmpty() bool {
-	return s.Link == nil && s.WireGuard == nil && len(s.Routes) == 0 && s.Table == nil &&
-		len(s.Bridges) == 0 && len(s.VXLANs) == 0 && len(s.Neighbors) == 0
+	owned := slices.ContainsFunc(s.Tunnels, func(t TunnelState) bool { return t.Link != nil })
+	return !owned && len(s.Routes) == 0 && s.Table == nil && s.L2.isEmpty()
+}
+
+// Tunnel returns the tunnel interface name, false when s has none.
+func (s State) Tunnel(name string) (TunnelState, bool) {
+	if t := s.tunnel(name); t != nil && t.Link != nil {
+		return *t, true
+	}
+	return TunnelState{}, false
+}
+
+// tunnel returns the tunnel named name, nil when s has none.
+func (s *State) tunnel(name string) *TunnelState {
+	for i := range s.Tunnels {
+		if s.Tunnels[i].Name == name {
+			return &s.Tunnels[i]
+		}
+	}
+	return nil
 }
 
 // normalize sorts the lists of s in place, so that equal states compare and
 // render equally.
 func (s *State) normalize() {
-	if s.Link != nil {
-		sortPrefixes(s.Link.Addresses)
-	}
-	if s.WireGuard != nil {
-		slices.SortFunc(s.WireGuard.Peers, func(a, b PeerState) int {
-			return strings.Compare(a.PublicKey.String(), b.PublicKey.String())
-		})
-		for i := range s.WireGuard.Peers {
-			sortPrefixes(s.WireGuard.Peers[i].AllowedIPs)
+	slices.SortFunc(s.Tunnels, func(a, b TunnelState) int { return strings.Compare(a.Name, b.Name) })
+	for _, t := range s.Tunnels {
+		if t.Link != nil {
+			sortPrefixes(t.Link.Addresses)
 		}
 	}
 	slices.SortFunc(s.Routes, func(a, b RouteState) int {
@@ -171,34 +175,27 @@ func (s *State) normalize() {
 		}
 		return strings.Compare(a.Device, b.Device)
 	})
-	slices.SortFunc(s.Bridges, func(a, b BridgeState) int { return strings.Compare(a.Name, b.Name) })
-	for i := range s.Bridges {
-		slices.Sort(s.Bridges[i].Ports)
-	}
-	slices.SortFunc(s.VXLANs, func(a, b VXLANState) int { return strings.Compare(a.Name, b.Name) })
-	for i := range s.VXLANs {
-		slices.SortFunc(s.VXLANs[i].Remotes, netip.Addr.Compare)
-	}
-	slices.SortFunc(s.Neighbors, func(a, b NeighborState) int { return strings.Compare(a.Name, b.Name) })
-	slices.Sort(s.Foreign)
+	s.L2.normalize()
+	slices.SortFunc(s.Underlay.Interfaces, func(a, b tunnel.Interface) int { return strings.Compare(a.Name, b.Name) })
 }
 
-// String renders s as text, one fact a line, for tests and debugging.
+// String renders s as text, one fact a line, for tests and debugging. The
+// underlay is left out.
 func (s State) String() string {
 	s = s.Clone()
 	s.normalize()
 	var b strings.Builder
-	if l := s.Link; l != nil {
-		fmt.Fprintf(&b, "link %s kind %s mtu %d up %t\n", l.Name, l.Kind, l.MTU, l.Up)
+	for _, t := range s.Tunnels {
+		l := t.Link
+		if l == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "tunnel %s backend %s kind %s alias %s mtu %d up %t\n", t.Name, t.Backend, l.Kind, orNone(l.Alias), l.MTU, l.Up)
 		for _, a := range l.Addresses {
 			fmt.Fprintf(&b, "address %s\n", a)
 		}
-	}
-	if w := s.WireGuard; w != nil {
-		fmt.Fprintf(&b, "wireguard public-key %s listen-port %d\n", keyOrNone(w.PublicKey), w.ListenPort)
-		for _, p := range w.Peers {
-			fmt.Fprintf(&b, "peer %s endpoint %s allowed-ips %s persistent-keepalive %d\n",
-				p.PublicKey, orNone(p.Endpoint), joinPrefixes(p.AllowedIPs), p.PersistentKeepalive)
+		if t.Device != nil {
+			b.WriteString(t.Device.String())
 		}
 	}
 	for _, r := range s.Routes {
@@ -208,59 +205,26 @@ func (s State) String() string {
 	if t := s.Table; t != nil {
 		fmt.Fprintf(&b, "table inet %s fingerprint %s\n", t.Name, orNone(t.Fingerprint))
 	}
-	for _, br := range s.Bridges {
-		fmt.Fprintf(&b, "bridge %s network %s mtu %d up %t ports %s\n", br.Name, br.Network, br.MTU, br.Up, orNone(strings.Join(br.Ports, ",")))
-	}
-	for _, v := range s.VXLANs {
-		fmt.Fprintf(&b, "vxlan %s network %s id %d local %s dstport %d mtu %d up %t learning %t master %s remotes %s\n",
-			v.Name, v.Network, v.VNI, v.Local, v.UDPPort, v.MTU, v.Up, v.Learning, orNone(v.Master), joinAddrs(v.Remotes))
-	}
-	for _, n := range s.Neighbors {
-		fmt.Fprintf(&b, "neighbor %s network %s host %s id %d local %s remote %s dstport %d mtu %d up %t learning %t master %s\n",
-			n.Name, n.Network, n.Host, n.VNI, n.Local, n.Remote, n.UDPPort, n.MTU, n.Up, n.Learning, orNone(n.Master))
-	}
-	for _, n := range s.Foreign {
-		fmt.Fprintf(&b, "foreign %s\n", n)
-	}
+	s.L2.render(&b)
 	return b.String()
 }
 
-func keyOrNone(k plan.Key) string { return orNone(k.String()) }
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
-}
+var (
+	orNone            = tunnel.OrNone
+	comparePrefix     = tunnel.ComparePrefix
+	canonicalPrefixes = tunnel.CanonicalPrefixes
+)
 
 func sortPrefixes(ps []netip.Prefix) { slices.SortFunc(ps, comparePrefix) }
 
-// canonicalPrefixes returns ps masked, sorted and without duplicates, in a
-// new slice (nil when empty).
-func canonicalPrefixes(ps []netip.Prefix) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range ps {
-		out = append(out, p.Masked())
-	}
-	sortPrefixes(out)
-	return slices.Compact(out)
+func hasIPv4(ps []netip.Prefix) bool {
+	return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Addr().Is4() })
 }
 
-func joinPrefixes(ps []netip.Prefix) string {
-	if len(ps) == 0 {
-		return `""`
-	}
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ",")
+func withoutIPv4RoutesOn(rs []RouteState, dev string) []RouteState {
+	return slices.DeleteFunc(slices.Clone(rs), func(r RouteState) bool { return r.Device == dev && r.Destination.Addr().Is4() })
+}
+
+func routesNotOn(rs []RouteState, dev string) []RouteState {
+	return slices.DeleteFunc(slices.Clone(rs), func(r RouteState) bool { return r.Device == dev })
 }

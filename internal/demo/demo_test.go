@@ -3,11 +3,13 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
 	"github.com/fednet/fednet/internal/spec"
@@ -137,34 +139,19 @@ func TestRemoveSite(t *testing.T) {
 	}
 
 	awsH, azureH, onpremH := l.Hosts("aws")[0], l.Hosts("azure")[0], l.Hosts("onprem")[0]
-	// Ping across the change: 150 probes, 20 ms apart (3 s).
-	type result struct {
-		r   lab.PingResult
-		err error
-	}
-	during := make(chan result, 1)
-	go func() {
-		r, err := lab.Ping(ctx, awsH, azureH.LAN.Addr(), 150, 20*time.Millisecond)
-		during <- result{r, err}
-	}()
-	time.Sleep(500 * time.Millisecond) // let the ping run before the change
+	// Ping across the change, every 20 ms (pinger returns once the pings
+	// run).
+	during := pinger(ctx, awsH, azureH, 20*time.Millisecond)
 	if err := d.Replan(f2); err != nil {
 		t.Fatal(err)
 	}
 
 	// The removed site goes away from both remaining gateways.
-	deadline := time.Now().Add(10 * time.Second)
 	for _, gw := range []string{"aws-gw", "azure-gw"} {
-		for {
+		await.Until(t, 10*time.Second, func() (bool, string) {
 			out, err := l.Gateway(gw).Run(ctx, "wg", "show", "fed0", "peers")
-			if err == nil && len(strings.Fields(out)) == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s still has peers %q (err %v); agent log:\n%s", gw, out, err, d.Agent(gw).LogText())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err == nil && len(strings.Fields(out)) == 1, fmt.Sprintf("%s still has peers %q (err %v); agent log:\n%s", gw, out, err, d.Agent(gw).LogText())
+		})
 	}
 	if !demo.Unreachable(ctx, awsH, onpremH.LAN.Addr(), 3) {
 		t.Errorf("aws still reaches the removed site")
@@ -172,14 +159,11 @@ func TestRemoveSite(t *testing.T) {
 	if !demo.Unreachable(ctx, onpremH, azureH.LAN.Addr(), 3) {
 		t.Errorf("the removed site still reaches azure")
 	}
-	res := <-during
-	if res.err != nil {
-		t.Fatalf("ping across the change: %v", res.err)
+	r := during()
+	if r.Received != r.Sent || r.Sent < 100 {
+		t.Errorf("aws -> azure lost %d of %d pings while onprem was removed", r.Sent-r.Received, r.Sent)
 	}
-	if res.r.Received != res.r.Sent {
-		t.Errorf("aws -> azure lost %d of %d pings while onprem was removed", res.r.Sent-res.r.Received, res.r.Sent)
-	}
-	t.Logf("aws -> azure during the change: %s", res.r)
+	t.Logf("aws -> azure during the change: %s", r)
 	remaining := demo.CrossSitePairs(l, []string{"aws", "azure"})
 	for i, r := range demo.PingAll(ctx, remaining, 2, 100*time.Millisecond) {
 		if r.Received == 0 {

@@ -3,6 +3,7 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/client"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
@@ -78,24 +80,30 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// pinger pings from one host to another every interval, in rounds of 100
-// pings, until stop is called; stop returns the totals. A ping process
-// that fails counts its whole round as lost.
+// pinger pings from one host to another every interval, a first round of
+// 10 pings, then rounds of 100, until stop is called; stop returns the
+// totals. A ping process that fails counts its whole round as lost.
+// pinger returns once the first round is over, so the pings run before
+// whatever the test does next.
 func pinger(ctx context.Context, from *lab.Node, to *lab.Node, interval time.Duration) (stop func() lab.PingResult) {
 	quit := make(chan struct{})
 	done := make(chan lab.PingResult, 1)
+	started := make(chan struct{})
 	go func() {
 		var total lab.PingResult
-		for {
+		for count := 10; ; count = 100 {
 			select {
 			case <-quit:
 				done <- total
 				return
 			default:
 			}
-			r, err := lab.Ping(ctx, from, to.LAN.Addr(), 100, interval)
+			r, err := lab.Ping(ctx, from, to.LAN.Addr(), count, interval)
 			if err != nil {
-				r = lab.PingResult{Sent: 100}
+				r = lab.PingResult{Sent: count}
+			}
+			if count == 10 {
+				close(started)
 			}
 			total.Sent += r.Sent
 			total.Received += r.Received
@@ -106,6 +114,7 @@ func pinger(ctx context.Context, from *lab.Node, to *lab.Node, interval time.Dur
 			}
 		}
 	}()
+	<-started
 	return func() lab.PingResult {
 		close(quit)
 		return <-done
@@ -131,20 +140,6 @@ func wgPublicKey(t *testing.T, ctx context.Context, gw *lab.Node) string {
 	return strings.TrimSpace(out)
 }
 
-// poll runs cond every 10 ms until it holds or the deadline passes, and
-// returns how long it took.
-func poll(t *testing.T, what string, limit time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > limit {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // TestManagedAddRemoveSite adds a fourth site through the API and removes
 // it again while hosts of two other sites ping each other every 10 ms: not
 // one ping may be lost.
@@ -154,7 +149,6 @@ func TestManagedAddRemoveSite(t *testing.T) {
 	l, m := managedLab(t, ctx, "e2eaddrm", 4, "gcp")
 	awsH, azureH, gcpH := l.Hosts("aws")[0], l.Hosts("azure")[0], l.Hosts("gcp")[0]
 	wait := pinger(ctx, awsH, azureH, 10*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
 
 	four, _ := demo.GenerateSpecYAML(4)
 	actx, acancel := context.WithTimeout(ctx, 20*time.Second)
@@ -251,17 +245,18 @@ func TestManagerDown(t *testing.T) {
 	if after.Revision != before.Revision || after.YAML != before.YAML {
 		t.Errorf("restarted manager serves revision %d, want %d with the same spec", after.Revision, before.Revision)
 	}
-	poll(t, "every agent reporting to the restarted manager", 30*time.Second, func() bool {
+	await.Until(t, 30*time.Second, func() (bool, string) {
 		gws, err := m.Admin.Gateways(ctx)
 		if err != nil || len(gws) != 3 {
-			return false
+			return false, fmt.Sprintf("3 gateways from the restarted manager: %d, %v", len(gws), err)
 		}
 		for _, g := range gws {
 			if g.LastReport.Before(restart) || g.AppliedGeneration < g.PlanGeneration {
-				return false
+				return false, fmt.Sprintf("%s: last report %v (manager restarted %v), applied generation %d of %d",
+					g.Name, g.LastReport, restart, g.AppliedGeneration, g.PlanGeneration)
 			}
 		}
-		return true
+		return true, ""
 	})
 	if err := m.AgentsAlive(); err != nil {
 		t.Error(err)
@@ -279,22 +274,21 @@ func TestKeyRotation(t *testing.T) {
 	old := wgPublicKey(t, ctx, aws)
 	const interval = 10 * time.Millisecond
 	wait := pinger(ctx, l.Hosts("aws")[0], l.Hosts("azure")[0], interval)
-	time.Sleep(300 * time.Millisecond)
 	if err := m.Admin.Rotate(ctx, "aws-gw"); err != nil {
 		t.Fatal(err)
 	}
-	took := poll(t, "the new key on aws-gw and its peers", 20*time.Second, func() bool {
+	took := await.Until(t, 20*time.Second, func() (bool, string) {
 		key := wgPublicKey(t, ctx, aws)
 		if key == old {
-			return false
+			return false, "aws-gw still has its old key"
 		}
 		for _, peer := range []string{"azure-gw", "onprem-gw"} {
 			keys := wgPeers(t, ctx, l.Gateway(peer))
 			if contains(keys, old) || !contains(keys, key) {
-				return false
+				return false, fmt.Sprintf("%s has peers %v; want aws-gw's new key %s instead of %s", peer, keys, key, old)
 			}
 		}
-		return true
+		return true, ""
 	})
 	t.Logf("rotation reached every peer in %v", took.Round(time.Millisecond))
 	// The links come back by themselves: wait for them (a correctness
@@ -330,13 +324,13 @@ func TestRemoveGateway(t *testing.T) {
 	if err := m.Admin.RemoveGateway(ctx, "onprem-gw"); err != nil {
 		t.Fatal(err)
 	}
-	took := poll(t, "onprem-gw leaving its peers", 10*time.Second, func() bool {
+	took := await.Until(t, 10*time.Second, func() (bool, string) {
 		for _, peer := range []string{"aws-gw", "azure-gw"} {
 			if contains(wgPeers(t, ctx, l.Gateway(peer)), key) {
-				return false
+				return false, peer + " still has onprem-gw as a peer"
 			}
 		}
-		return true
+		return true, ""
 	})
 	t.Logf("removed gateway gone from every peer's WireGuard config %v after the API call (%v poll)", time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
 	if !demo.Unreachable(ctx, l.Hosts("aws")[0], l.Hosts("onprem")[0].LAN.Addr(), 2) {
@@ -362,7 +356,9 @@ func TestRemoveGateway(t *testing.T) {
 		t.Errorf("removed gateway's credential: status %d (%v), want 401 or 403", st, err)
 	}
 	// And its agent stops, saying why.
-	poll(t, "the removed gateway's agent to exit", 20*time.Second, func() bool { return m.Agent("onprem-gw").Exited() })
+	await.Until(t, 20*time.Second, func() (bool, string) {
+		return m.Agent("onprem-gw").Exited(), "the removed gateway's agent is still running"
+	})
 	if log := m.Agent("onprem-gw").LogText(); !strings.Contains(strings.ToLower(log), "remov") {
 		t.Errorf("the removed agent's log does not say it was removed:\n%s", log)
 	}

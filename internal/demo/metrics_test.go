@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
 	"github.com/fednet/fednet/internal/metrics"
@@ -70,9 +71,13 @@ func TestMetrics(t *testing.T) {
 		return v
 	}
 	// Wait for a few probes and for the manager to have every link.
-	poll(t, "the links measured on the manager", 30*time.Second, func() bool {
+	await.Until(t, 30*time.Second, func() (bool, string) {
 		s, err := scrapeIn(ctx, l.Manager, metrics.DefaultManagerListen)
-		return err == nil && len(s.Series("fednet_link_up")) == 6 && len(s.Series("fednet_link_rtt_p50_seconds")) == 6
+		if err != nil {
+			return false, err.Error()
+		}
+		up, rtt := len(s.Series("fednet_link_up")), len(s.Series("fednet_link_rtt_p50_seconds"))
+		return up == 6 && rtt == 6, fmt.Sprintf("the manager has %d links up and %d RTTs, want 6 each", up, rtt)
 	})
 	before := agentScrape()
 	for _, name := range []string{"fednet_link_up", "fednet_link_rtt_seconds", "fednet_link_probes_total", "fednet_link_loss_ratio",
@@ -106,28 +111,28 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("ping flood: %v", err)
 	}
 	t.Logf("ping flood: %s", out)
-	time.Sleep(1500 * time.Millisecond) // a probe or two more
-	after := agentScrape()
-	txGrew := value(after, "fednet_link_tx_bytes_total", link) - value(before, "fednet_link_tx_bytes_total", link)
-	rxGrew := value(after, "fednet_link_rx_bytes_total", link) - value(before, "fednet_link_rx_bytes_total", link)
-	rttGrew := value(after, "fednet_link_rtt_seconds", link) - value(before, "fednet_link_rtt_seconds", link)
+	// The flood is over: the byte counters have it; the RTT histogram
+	// counts the next probe (one a second).
+	var txGrew, rxGrew, rttGrew float64
+	await.Until(t, 15*time.Second, func() (bool, string) {
+		after := agentScrape()
+		txGrew = value(after, "fednet_link_tx_bytes_total", link) - value(before, "fednet_link_tx_bytes_total", link)
+		rxGrew = value(after, "fednet_link_rx_bytes_total", link) - value(before, "fednet_link_rx_bytes_total", link)
+		rttGrew = value(after, "fednet_link_rtt_seconds", link) - value(before, "fednet_link_rtt_seconds", link)
+		return txGrew >= count*size && rxGrew >= count*size && rttGrew >= 1,
+			fmt.Sprintf("the agent's counters grew by tx %.0f, rx %.0f bytes (want %d each) and its RTT histogram by %.0f probes (want 1)", txGrew, rxGrew, count*size, rttGrew)
+	})
 	t.Logf("agent of %s: tx +%.0f bytes, rx +%.0f bytes, RTT histogram +%.0f probes", aws, txGrew, rxGrew, rttGrew)
-	if txGrew < count*size || rxGrew < count*size {
-		t.Errorf("the byte counters grew by tx %.0f, rx %.0f; want at least %d each", txGrew, rxGrew, count*size)
-	}
-	if rttGrew < 1 {
-		t.Error("the RTT histogram did not count a probe")
-	}
 	// The manager sees it at the agent's next report.
 	var mgrGrew float64
-	poll(t, "the manager's tx counter to grow", 15*time.Second, func() bool {
+	await.Until(t, 15*time.Second, func() (bool, string) {
 		s, err := scrapeIn(ctx, l.Manager, metrics.DefaultManagerListen)
 		if err != nil {
-			return false
+			return false, err.Error()
 		}
 		v, ok := s.Value("fednet_link_tx_bytes_total", link)
 		mgrGrew = v - value(mgrBefore, "fednet_link_tx_bytes_total", link)
-		return ok && mgrGrew >= count*size
+		return ok && mgrGrew >= count*size, fmt.Sprintf("the manager's tx counter grew by %.0f bytes, want %d", mgrGrew, count*size)
 	})
 	t.Logf("manager: tx of %s -> %s +%.0f bytes", aws, azure, mgrGrew)
 
@@ -177,10 +182,10 @@ func TestStaticProbes(t *testing.T) {
 	l, d := staticLab(t, ctx, "e2estatp", f, func(l *lab.Lab) []demo.Pair { return demo.CrossSitePairs(l, l.Sites()) })
 	gws := l.Gateways()
 	for _, gw := range gws {
-		took := poll(t, "answered probes from "+gw.Name+" to every peer", 20*time.Second, func() bool {
+		took := await.Until(t, 20*time.Second, func() (bool, string) {
 			s, err := scrapeIn(ctx, gw, metrics.DefaultAgentListen)
 			if err != nil {
-				return false
+				return false, err.Error()
 			}
 			for _, peer := range gws {
 				if peer == gw {
@@ -191,13 +196,13 @@ func TestStaticProbes(t *testing.T) {
 				rtts, _ := s.Value("fednet_link_rtt_seconds", lk)
 				up, _ := s.Value("fednet_link_up", lk)
 				if answered < 3 || rtts < 3 || up != 1 {
-					return false
+					return false, fmt.Sprintf("%s -> %s: %v answered probes, %v RTTs (want 3 each), up %v", gw.Name, peer.Name, answered, rtts, up)
 				}
 				if lost, ok := s.Value("fednet_link_probes_total", map[string]string{"gateway": gw.Name, "peer": peer.Name, "result": "lost"}); ok && lost > 0 {
 					t.Errorf("%s -> %s: %v probes lost", gw.Name, peer.Name, lost)
 				}
 			}
-			return true
+			return true, ""
 		})
 		t.Logf("%s: 3 answered probes to every peer %v after convergence", gw.Name, took.Round(time.Millisecond))
 	}

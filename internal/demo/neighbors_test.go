@@ -2,6 +2,7 @@ package demo_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
 	"github.com/fednet/fednet/internal/neighbor"
@@ -125,9 +127,9 @@ func TestNeighborTunnels(t *testing.T) {
 	}
 	t.Cleanup(stopRun)
 
-	poll(t, "the host to join", 20*time.Second, func() bool {
+	await.Until(t, 20*time.Second, func() (bool, string) {
 		hosts, err := m.Admin.Hosts(ctx)
-		return err == nil && len(hosts) == 1
+		return err == nil && len(hosts) == 1, fmt.Sprintf("the host to join: hosts %v, %v", hosts, err)
 	})
 	// The network's MTU, as the gateway's plan has it, is on the host's
 	// device.
@@ -144,9 +146,9 @@ func TestNeighborTunnels(t *testing.T) {
 		t.Errorf("the network MTU has no neighbor-tunnel term: %s", br.MTUReason)
 	}
 	device := plan.HostDevice(br.VNI)
-	poll(t, "the host's tunnel device", 20*time.Second, func() bool {
+	await.Until(t, 20*time.Second, func() (bool, string) {
 		out, err := host.Run(ctx, "ip", "-o", "link", "show", device)
-		return err == nil && strings.Contains(out, " mtu "+strconv.Itoa(br.MTU)+" ")
+		return err == nil && strings.Contains(out, " mtu "+strconv.Itoa(br.MTU)+" "), fmt.Sprintf("the host's tunnel device with mtu %d: %s %v", br.MTU, out, err)
 	})
 	t.Logf("%s: %s mtu %d (%s)", host, device, br.MTU, br.MTUReason)
 
@@ -194,9 +196,9 @@ func TestNeighborTunnels(t *testing.T) {
 	if _, err := host.Run(ctx, "ip", "link", "del", device); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the deleted tunnel device to come back", 20*time.Second, func() bool {
+	await.Until(t, 20*time.Second, func() (bool, string) {
 		_, err := host.Run(ctx, "ip", "link", "show", device)
-		return err == nil
+		return err == nil, fmt.Sprintf("the deleted tunnel device to come back: %v", err)
 	})
 
 	// A spec change reaches the host through its watch: a smaller
@@ -216,9 +218,9 @@ func TestNeighborTunnels(t *testing.T) {
 		t.Fatalf("after underlayMTU 1400 the plan's bridges are %+v, want a smaller MTU than %d", resp.Plan.Bridges, br.MTU)
 	}
 	newMTU := resp.Plan.Bridges[0].MTU
-	took = poll(t, "the host's device to follow the new MTU", 20*time.Second, func() bool {
+	took = await.Until(t, 20*time.Second, func() (bool, string) {
 		out, err := host.Run(ctx, "ip", "-o", "link", "show", device)
-		return err == nil && strings.Contains(out, " mtu "+strconv.Itoa(newMTU)+" ")
+		return err == nil && strings.Contains(out, " mtu "+strconv.Itoa(newMTU)+" "), fmt.Sprintf("the host's device to follow the new MTU %d: %s %v", newMTU, out, err)
 	})
 	t.Logf("the host's %s followed the network MTU %d -> %d within %v", device, br.MTU, newMTU, took.Round(time.Millisecond))
 
@@ -232,9 +234,9 @@ func TestNeighborTunnels(t *testing.T) {
 		t.Errorf("%s still has %s after leaving", host, device)
 	}
 	gw := l.Gateway(f.Sites[0].Gateways[0].Name)
-	poll(t, "the gateway's end of the tunnel to go", 20*time.Second, func() bool {
+	await.Until(t, 20*time.Second, func() (bool, string) {
 		out, err := gw.Run(ctx, "ip", "-o", "link", "show", "type", "vxlan")
-		return err == nil && !strings.Contains(out, tunnel.Name+":")
+		return err == nil && !strings.Contains(out, tunnel.Name+":"), fmt.Sprintf("the gateway's end of the tunnel to go: %s %v", out, err)
 	})
 	if hosts, err := m.Admin.Hosts(ctx); err != nil || len(hosts) != 0 {
 		t.Errorf("hosts after leaving = %v, %v; want none", hosts, err)

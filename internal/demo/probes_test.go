@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
 )
@@ -38,28 +39,22 @@ func linksWhere(ctx context.Context, m *demo.Managed, want int, pick func(api.Li
 	return nil
 }
 
-// waitLinks polls linksWhere every 50 ms until it holds or limit passes,
-// and returns how long it took.
-func waitLinks(t *testing.T, ctx context.Context, m *demo.Managed, what string, limit time.Duration, want int, pick func(api.Link) bool, ok func(api.Link) error) time.Duration {
-	t.Helper()
+// linksAre is the condition "linksWhere holds" for await; it logs each
+// new reason it is not, with the time since it was made, so a slow
+// convergence shows its steps.
+func linksAre(t *testing.T, ctx context.Context, m *demo.Managed, what string, want int, pick func(api.Link) bool, ok func(api.Link) error) await.Cond {
 	start := time.Now()
 	var last string
-	for {
+	return func() (bool, string) {
 		err := linksWhere(ctx, m, want, pick, ok)
 		if err == nil {
-			if last != "" {
-				t.Logf("%s: the last wait was for %s", what, last)
-			}
-			return time.Since(start)
+			return true, ""
 		}
 		if msg := err.Error(); msg != last {
 			t.Logf("%s: %v after %v", what, err, time.Since(start).Round(time.Millisecond))
 			last = msg
 		}
-		if time.Since(start) > limit || ctx.Err() != nil {
-			t.Fatalf("%s: not after %v: %v", what, limit, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false, what + ": " + last
 	}
 }
 
@@ -87,12 +82,10 @@ func TestLinkProbes(t *testing.T) {
 	l, m := managedLab(t, ctx, "e2eprobe", 3)
 	n := len(l.Gateways())
 	all := func(api.Link) bool { return true }
-	took := waitLinks(t, ctx, m, "every link measured without loss", 30*time.Second, n*(n-1), all, healthy)
+	took := await.Until(t, 30*time.Second, linksAre(t, ctx, m, "every link measured without loss", n*(n-1), all, healthy))
 	t.Logf("every link measured without loss %v after convergence", took.Round(time.Millisecond))
-	time.Sleep(10 * time.Second)
-	if err := linksWhere(ctx, m, n*(n-1), all, healthy); err != nil {
-		t.Fatalf("10 s later: %v", err)
-	}
+	// And it stays so: every look in the next 10 s.
+	await.Holds(t, 10*time.Second, 500*time.Millisecond, await.NoError(func() error { return linksWhere(ctx, m, n*(n-1), all, healthy) }))
 	links, _ := m.Admin.Links(ctx)
 	for _, lk := range links {
 		t.Logf("%s -> %s: rtt p50 %v p99 %v, jitter %v, %d probes, loss %.0f%%", lk.From, lk.To,
@@ -123,23 +116,23 @@ func TestLinkProbes(t *testing.T) {
 	if err := l.SetInternet(ctx, cut, false); err != nil {
 		t.Fatal(err)
 	}
-	down := waitLinks(t, ctx, m, "links to the cut site down", 15*time.Second, want, toCut, func(l api.Link) error {
+	down := await.Until(t, 15*time.Second, linksAre(t, ctx, m, "links to the cut site down", want, toCut, func(l api.Link) error {
 		if l.Up || l.Probe == nil || l.Probe.RecentLoss != 1 {
 			return fmt.Errorf("not down with 100%% recent loss")
 		}
 		return nil
-	})
+	}))
 	t.Logf("cut %s's internet link: the links to it are down with 100%% recent loss after %v", cut, down.Round(time.Millisecond))
 
 	if err := l.SetInternet(ctx, cut, true); err != nil {
 		t.Fatal(err)
 	}
-	back := waitLinks(t, ctx, m, "every link up again", 15*time.Second, n*(n-1), all, func(l api.Link) error {
+	back := await.Until(t, 15*time.Second, linksAre(t, ctx, m, "every link up again", n*(n-1), all, func(l api.Link) error {
 		if !l.Up || l.Probe == nil || !l.Probe.Up || l.Probe.RecentLoss == 1 {
 			return fmt.Errorf("not up again")
 		}
 		return nil
-	})
+	}))
 	t.Logf("restored %s's internet link: every link up again after %v", cut, back.Round(time.Millisecond))
 	if err := m.AgentsAlive(); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fednet/fednet/internal/await"
 )
 
 // needRoot skips tests that build namespaces unless running as root.
@@ -312,7 +314,7 @@ func TestLab(t *testing.T) {
 		}
 		// Processes join their namespace a moment after Start returns.
 		var st State
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		await.Until(t, 5*time.Second, func() (bool, string) {
 			st, err = Status(ctx, name)
 			if err != nil {
 				t.Fatal(err)
@@ -323,13 +325,8 @@ func TestLab(t *testing.T) {
 					pids[p.PID] = true
 				}
 			}
-			if pids[tracked.PID] && pids[untracked.Process.Pid] {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("status lacks the sleeps %d and %d:\n%s", tracked.PID, untracked.Process.Pid, st)
-			}
-		}
+			return pids[tracked.PID] && pids[untracked.Process.Pid], fmt.Sprintf("status lacks the sleeps %d and %d:\n%s", tracked.PID, untracked.Process.Pid, st)
+		})
 		if len(st.Namespaces) != len(l.Nodes()) || st.Dir != l.Dir {
 			t.Errorf("status:\n%s", st)
 		}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/manager/store"
 )
 
@@ -23,7 +24,8 @@ func bearer(r *http.Request) (string, error) {
 
 // authenticate checks the caller's bearer token against what a route
 // needs: 401 for a missing or unknown token, 403 for a known one that may
-// not do this.
+// not do this; 403 with code api.CodeGatewayRemoved for the credential of
+// a removed gateway (its agent stops; on 401 an agent keeps retrying).
 func (m *Manager) authenticate(r *http.Request, a auth) error {
 	if a == authNone {
 		return nil
@@ -34,7 +36,7 @@ func (m *Manager) authenticate(r *http.Request, a auth) error {
 	}
 	h := store.HashSecret(tok)
 	admin := hashEqual(h, m.adminHash)
-	st, _ := m.snapshot()
+	st := m.snapshot()
 	owner := credentialOwner(st, h)
 	if a == authAdmin {
 		switch {
@@ -49,7 +51,7 @@ func (m *Manager) authenticate(r *http.Request, a auth) error {
 	switch {
 	case owner == name:
 		if st.gateways[name].Removed {
-			return fail(http.StatusForbidden, "Authorization", "gateway %s was removed from the federation and its credential is refused; to bring it back, create a join token (fednet token create --gateway %s) and enroll it again", name, name)
+			return removedError(name)
 		}
 		return nil
 	case admin && a == authEither:
@@ -60,6 +62,12 @@ func (m *Manager) authenticate(r *http.Request, a auth) error {
 		return fail(http.StatusForbidden, "Authorization", "this credential belongs to gateway %s, not %s; a gateway may only use its own endpoints", owner, name)
 	}
 	return fail(http.StatusUnauthorized, "Authorization", "unknown credential; a gateway gets its credential by enrolling with a join token")
+}
+
+// removedError is the answer to a removed gateway's credential.
+func removedError(name string) error {
+	return failCode(http.StatusForbidden, api.CodeGatewayRemoved, "Authorization",
+		"gateway %s was removed from the federation and its credential is refused; to bring it back, create a join token (fednet token create --gateway %s) and enroll it again", name, name)
 }
 
 // credentialOwner returns the gateway whose credential hashes to h, or "".

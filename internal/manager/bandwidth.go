@@ -110,7 +110,7 @@ func (m *Manager) postBandwidth(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	from := r.PathValue("name")
-	st, _ := m.snapshot()
+	st := m.snapshot()
 	p, ok := st.plans[from]
 	if !ok {
 		return noPlan(st, from)
@@ -145,7 +145,8 @@ func (m *Manager) postBandwidth(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getMeasurements is the agents' long poll for relayed requests: 200 with
-// the oldest api.Measurement for {name}, or 204 after ?timeout.
+// the oldest api.Measurement for {name}, or 204 after ?timeout. While it
+// waits it holds one of its credential's watch slots.
 func (m *Manager) getMeasurements(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r, "timeout"); err != nil {
 		return err
@@ -161,10 +162,22 @@ func (m *Manager) getMeasurements(w http.ResponseWriter, r *http.Request) error 
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	drain := drainOf(r.Context())
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	for {
 		mm, wake := m.relay.next(name)
 		if mm != nil {
 			return writeJSON(w, http.StatusOK, mm.Measurement)
+		}
+		if release == nil {
+			var err error
+			if release, err = m.watchSlot(r); err != nil {
+				return err
+			}
 		}
 		select {
 		case <-wake:

@@ -3,6 +3,7 @@ package manager
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/manager/store"
 	"github.com/fednet/fednet/internal/probe"
 	"github.com/fednet/fednet/internal/spec"
 )
@@ -30,12 +32,12 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("name")
-	return m.watch(w, r, wp, func(st *state) (int64, func() error, error) {
+	return m.watch(w, r, wp, func(st *state) (int64, []string, func() error, error) {
 		p, ok := st.plans[name]
 		if !ok {
-			return 0, nil, noPlan(st, name)
+			return 0, nil, nil, noPlan(st, name)
 		}
-		return p.Generation, func() error { return writePlan(w, p, st.gateways[name].RotateRequested) }, nil
+		return p.Generation, []string{planTopic(name)}, func() error { return writePlan(w, p, st.gateways[name].RotateRequested) }, nil
 	})
 }
 
@@ -70,43 +72,80 @@ func parseWatch(r *http.Request) (watchParams, error) {
 }
 
 // watch answers a long poll: poll looks at a state and returns the
-// generation of what the caller watches and how to answer with it (or an
-// error to answer). It answers at once without ?after, when the
-// generation is above after, or when after is ahead of the state (a
-// manager that lost state); otherwise it waits for a change, the timeout
-// (204), the server draining or the client leaving (204).
-func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, poll func(*state) (int64, func() error, error)) error {
+// generation of what the caller watches, the topics (at most two) whose
+// change may move it, and how to answer with it (or an error to answer).
+// It answers at once without ?after, when the generation is above after,
+// or when after is ahead of the state (a manager that lost state);
+// otherwise it waits for a change of its topics, the timeout (204), the
+// server draining or the client leaving (204). A waiting watch holds one of
+// its credential's Limits.WatchesPerCredential slots (429 when none is
+// free).
+func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, poll func(*state) (int64, []string, func() error, error)) error {
 	timer := time.NewTimer(wp.timeout)
 	defer timer.Stop()
 	drain := drainOf(r.Context())
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
+	st := m.snapshot()
 	for {
-		st, changed := m.snapshot()
-		gen, answer, err := poll(st)
+		if wp.hasAfter && wp.after > st.gen {
+			// The caller has seen a later generation: from another manager
+			// on the store that this one has not followed yet, or from a
+			// store since restored from an older backup. Catch up first,
+			// so as not to hand out an older plan than the caller has.
+			var err error
+			if st, err = m.catchUp(r.Context()); err != nil {
+				return err
+			}
+		}
+		gen, topics, answer, err := poll(st)
 		if err != nil {
 			return err
 		}
 		if !wp.hasAfter || gen > wp.after || wp.after > st.gen {
 			return answer()
 		}
+		if release == nil {
+			if release, err = m.watchSlot(r); err != nil {
+				return err
+			}
+		}
+		// Take the topics' channels, then look again: a change published
+		// in between is either seen now or wakes the channels.
+		var wake [2]<-chan struct{}
+		for i, t := range topics[:min(2, len(topics))] {
+			wake[i] = m.wake.channel(t)
+		}
+		if now := m.snapshot(); now != st {
+			st = now
+			continue
+		}
 		m.watchers.Add(1)
+		woken := false
 		select {
-		case <-changed:
-			m.watchers.Add(-1)
+		case <-wake[0]:
+			woken = true
+		case <-wake[1]:
+			woken = true
 		case <-timer.C:
-			m.watchers.Add(-1)
-			w.WriteHeader(http.StatusNoContent)
-			return nil
 		case <-drain:
-			m.watchers.Add(-1)
-			w.WriteHeader(http.StatusNoContent)
-			return nil
 		case <-r.Context().Done():
 			// Mostly the client is gone and nobody reads this; if not,
 			// "no change yet" is the right answer.
-			m.watchers.Add(-1)
+		}
+		m.watchers.Add(-1)
+		if woken {
+			m.wakes.Add(1)
+		}
+		if !woken {
 			w.WriteHeader(http.StatusNoContent)
 			return nil
 		}
+		st = m.snapshot()
 	}
 }
 
@@ -141,7 +180,7 @@ func noPlan(st *state, name string) error {
 	g, known := st.gateways[name]
 	switch {
 	case known && g.Removed:
-		return fail(http.StatusForbidden, "name", "gateway %s was removed from the federation; it has no plan until it enrolls again with a new join token", name)
+		return failCode(http.StatusForbidden, api.CodeGatewayRemoved, "name", "gateway %s was removed from the federation; it has no plan until it enrolls again with a new join token", name)
 	case st.fed == nil:
 		return fail(http.StatusNotFound, "name", "gateway %s has no plan: the manager has no spec yet; apply one with: fednet apply -f spec.yaml", name)
 	}
@@ -154,7 +193,9 @@ func noPlan(st *state, name string) error {
 	return fail(http.StatusInternalServerError, "name", "gateway %s is in the spec but has no plan", name)
 }
 
-// putStatus keeps a gateway's status report (in memory only).
+// putStatus stores a gateway's status report (through the store, so that
+// every manager on it sees the report), after checking it against the
+// gateway's plan (checkReport): 422 naming the field when it does not fit.
 func (m *Manager) putStatus(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
@@ -163,23 +204,46 @@ func (m *Manager) putStatus(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &rep, false, "links"); err != nil {
 		return err
 	}
-	switch {
-	case rep.Generation < 0:
-		return fail(http.StatusBadRequest, "generation", "field generation %d: want 0 or more", rep.Generation)
-	case rep.Revision < 0:
-		return fail(http.StatusBadRequest, "revision", "field revision %d: want 0 or more", rep.Revision)
-	}
-	for i, l := range rep.Links {
-		if l.Peer == "" {
-			return fail(http.StatusBadRequest, "links["+strconv.Itoa(i)+"].peer", "field links[%d].peer is required: the peer gateway's name", i)
-		}
-	}
 	name := r.PathValue("name")
-	m.reportsMu.Lock()
-	m.reports[name] = report{StatusReport: rep, received: m.now()}
-	m.reportsMu.Unlock()
+	now := m.now()
+	st := m.snapshot()
+	if err := checkReport(&rep, st, name, now); err != nil {
+		return err
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		return fmt.Errorf("encoding the report: %w", err)
+	}
+	if err := m.store.PutReport(r.Context(), store.Report{Gateway: name, JSON: js, Received: now}); err != nil {
+		return err
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// report is a gateway's last status report.
+type report struct {
+	api.StatusReport
+	received time.Time
+}
+
+// reports reads every gateway's last report from the store. A report that
+// does not decode (written by another fednet?) is left out and logged.
+func (m *Manager) reports(ctx context.Context) (map[string]report, error) {
+	stored, err := m.store.Reports(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading status reports: %w", err)
+	}
+	out := make(map[string]report, len(stored))
+	for _, sr := range stored {
+		var rep api.StatusReport
+		if err := json.Unmarshal(sr.JSON, &rep); err != nil {
+			m.cfg.Logf("the stored status report of %s does not decode: %v; leaving it out", sr.Gateway, err)
+			continue
+		}
+		out[sr.Gateway] = report{StatusReport: rep, received: sr.Received}
+	}
+	return out, nil
 }
 
 // putKey stores a gateway's new public key (answering a rotation request)
@@ -196,22 +260,22 @@ func (m *Manager) putKey(w http.ResponseWriter, r *http.Request) error {
 		return fail(http.StatusBadRequest, "publicKey", "field publicKey is required: the gateway's new WireGuard public key (base64)")
 	}
 	name := r.PathValue("name")
-	u := m.begin()
-	defer m.writeMu.Unlock()
-	g := u.next.gateways[name]
-	switch {
-	case g.Removed:
-		return fail(http.StatusForbidden, "Authorization", "gateway %s was removed from the federation and its credential is refused", name)
-	case req.Rotation < 0 || req.Rotation > g.RotateRequested:
-		return fail(http.StatusBadRequest, "rotation", "field rotation %d: want the rotateKey value of the plan this key answers (0 to %d)", req.Rotation, g.RotateRequested)
-	}
-	if err := keyTaken(u.next, name, req.PublicKey); err != nil {
-		return err
-	}
-	g.PublicKey = req.PublicKey
-	g.RotateAnswered = max(g.RotateAnswered, req.Rotation)
-	u.setGateway(g)
-	res, err := m.commit(r.Context(), u)
+	res, _, err := m.change(r.Context(), func(u *update) error {
+		g := u.next.gateways[name]
+		switch {
+		case g.Removed:
+			return removedError(name)
+		case req.Rotation < 0 || req.Rotation > g.RotateRequested:
+			return fail(http.StatusBadRequest, "rotation", "field rotation %d: want the rotateKey value of the plan this key answers (0 to %d)", req.Rotation, g.RotateRequested)
+		}
+		if err := keyTaken(u.next, name, req.PublicKey); err != nil {
+			return err
+		}
+		g.PublicKey = req.PublicKey
+		g.RotateAnswered = max(g.RotateAnswered, req.Rotation)
+		u.setGateway(g)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -231,29 +295,30 @@ func (m *Manager) postRotate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("name")
-	u := m.begin()
-	defer m.writeMu.Unlock()
-	g, known := u.next.gateways[name]
-	switch {
-	case !known || g.PublicKey.IsZero():
-		if err := inSpec(u.next, name, "name"); err != nil {
-			return err
+	_, u, err := m.change(r.Context(), func(u *update) error {
+		g, known := u.next.gateways[name]
+		switch {
+		case !known || g.PublicKey.IsZero():
+			if err := inSpec(u.next, name, "name"); err != nil {
+				return err
+			}
+			return fail(http.StatusConflict, "name", "gateway %s has not enrolled yet; there is no key to rotate", name)
+		case g.Removed:
+			return fail(http.StatusConflict, "name", "gateway %s was removed from the federation; there is no key to rotate", name)
 		}
-		return fail(http.StatusConflict, "name", "gateway %s has not enrolled yet; there is no key to rotate", name)
-	case g.Removed:
-		return fail(http.StatusConflict, "name", "gateway %s was removed from the federation; there is no key to rotate", name)
-	}
-	if _, ok := u.next.plans[name]; !ok {
-		return noPlan(u.next, name)
-	}
-	g.RotateRequested++
-	u.setGateway(g)
-	u.bump[name] = true
-	if _, err := m.commit(r.Context(), u); err != nil {
+		if _, ok := u.next.plans[name]; !ok {
+			return noPlan(u.next, name)
+		}
+		g.RotateRequested++
+		u.setGateway(g)
+		u.bump[name] = true
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	m.cfg.Logf("key rotation %d requested for gateway %s", g.RotateRequested, name)
-	return writeJSON(w, http.StatusOK, m.gatewayModel(u.next, name))
+	m.cfg.Logf("key rotation %d requested for gateway %s", u.next.gateways[name].RotateRequested, name)
+	return m.writeGateway(w, r, u.next, name)
 }
 
 // deleteGateway removes a gateway: it leaves every plan, its credential is
@@ -264,34 +329,44 @@ func (m *Manager) deleteGateway(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("name")
-	u := m.begin()
-	defer m.writeMu.Unlock()
-	g, known := u.next.gateways[name]
-	if !known {
-		if err := inSpec(u.next, name, "name"); err != nil {
-			return err
+	already := false
+	res, u, err := m.change(r.Context(), func(u *update) error {
+		g, known := u.next.gateways[name]
+		if !known {
+			if err := inSpec(u.next, name, "name"); err != nil {
+				return err
+			}
 		}
-	}
-	if g.Removed {
-		return writeJSON(w, http.StatusOK, m.gatewayModel(u.next, name))
-	}
-	g.Name = name
-	g.Removed = true
-	u.setGateway(g)
-	u.change.RevokeTokensOf = []string{name}
-	res, err := m.commit(r.Context(), u)
+		if already = g.Removed; already {
+			return nil
+		}
+		g.Name = name
+		g.Removed = true
+		u.setGateway(g)
+		u.change.RevokeTokensOf = []string{name}
+		u.change.DeleteReports = []string{name}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	m.reportsMu.Lock()
-	delete(m.reports, name)
-	m.reportsMu.Unlock()
-	m.cfg.Logf("gateway %s removed; plans changed for %v", name, res.affected)
-	return writeJSON(w, http.StatusOK, m.gatewayModel(u.next, name))
+	if !already {
+		m.cfg.Logf("gateway %s removed; plans changed for %v", name, res.affected)
+	}
+	return m.writeGateway(w, r, u.next, name)
+}
+
+// writeGateway answers with the read model of gateway name.
+func (m *Manager) writeGateway(w http.ResponseWriter, r *http.Request, st *state, name string) error {
+	reps, err := m.reports(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, gatewayModel(st, reps, name))
 }
 
 // gatewayModel is the read model of gateway name.
-func (m *Manager) gatewayModel(st *state, name string) api.Gateway {
+func gatewayModel(st *state, reps map[string]report, name string) api.Gateway {
 	out := api.Gateway{Name: name}
 	if st.fed != nil {
 		if sg, site, ok := st.fed.Gateway(name); ok {
@@ -317,10 +392,7 @@ func (m *Manager) gatewayModel(st *state, name string) api.Gateway {
 	if p, ok := st.plans[name]; ok {
 		out.PlanGeneration = p.Generation
 	}
-	m.reportsMu.Lock()
-	rep, ok := m.reports[name]
-	m.reportsMu.Unlock()
-	if ok {
+	if rep, ok := reps[name]; ok && !out.Removed {
 		out.AppliedGeneration, out.AppliedRevision = rep.Generation, rep.Revision
 		out.ApplyError, out.LastReport = rep.ApplyError, rep.received
 	}
@@ -328,12 +400,12 @@ func (m *Manager) gatewayModel(st *state, name string) api.Gateway {
 }
 
 // gatewayModels are the read models of every gateway of the spec, by name.
-func (m *Manager) gatewayModels(st *state) []api.Gateway {
+func gatewayModels(st *state, reps map[string]report) []api.Gateway {
 	names := specGateways(st)
 	slices.Sort(names)
 	out := make([]api.Gateway, 0, len(names))
 	for _, n := range names {
-		out = append(out, m.gatewayModel(st, n))
+		out = append(out, gatewayModel(st, reps, n))
 	}
 	return out
 }
@@ -342,27 +414,30 @@ func (m *Manager) getGateways(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st, _ := m.snapshot()
-	return writeJSON(w, http.StatusOK, m.gatewayModels(st))
+	reps, err := m.reports(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, gatewayModels(m.snapshot(), reps))
 }
 
 func (m *Manager) getGateway(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st, _ := m.snapshot()
+	st := m.snapshot()
 	name := r.PathValue("name")
 	if err := inSpec(st, name, "name"); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, m.gatewayModel(st, name))
+	return m.writeGateway(w, r, st, name)
 }
 
 func (m *Manager) getSites(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st, _ := m.snapshot()
+	st := m.snapshot()
 	out := []api.Site{}
 	if st.fed != nil {
 		for _, s := range st.fed.Sites {
@@ -380,7 +455,7 @@ func (m *Manager) getNetworks(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st, _ := m.snapshot()
+	st := m.snapshot()
 	out := []api.Network{}
 	if st.fed != nil {
 		for _, n := range st.fed.Networks {
@@ -391,28 +466,38 @@ func (m *Manager) getNetworks(w http.ResponseWriter, r *http.Request) error {
 }
 
 // links are the links of the spec's gateways as their last reports say,
-// sorted by From then To.
-func (m *Manager) links(st *state) []api.Link {
-	now := m.now()
+// sorted by From then To. Only links to a peer of the gateway's current
+// plan are shown: a report from before a plan change may name a peer that
+// is gone, and what a gateway can make the manager show (and export as
+// metrics) stays bounded by its plan.
+func links(st *state, reps map[string]report, now time.Time) []api.Link {
 	out := []api.Link{}
-	m.reportsMu.Lock()
-	defer m.reportsMu.Unlock()
 	for _, name := range specGateways(st) {
-		rep, ok := m.reports[name]
-		if !ok {
+		rep, ok := reps[name]
+		p, planned := st.plans[name]
+		if !ok || !planned || st.gateways[name].Removed {
 			continue
 		}
 		for _, l := range rep.Links {
+			if !peerOf(p.plan, l.Peer) {
+				continue
+			}
 			hs := l.LastHandshake
 			if hs.IsZero() && l.HandshakeAge > 0 {
 				hs = rep.received.Add(-l.HandshakeAge)
 			}
-			// The link-up rule of docs/probe.md. The handshake is judged
-			// on the manager's clock, so the links of a gateway that
-			// stopped reporting go down within three minutes.
+			// The link-up rule of docs/probe.md: the tunnel driver's
+			// verdict, held for probe.HandshakeWithin on the manager's
+			// clock, so the links of a gateway that stopped reporting go
+			// down within three minutes. A report of an agent from before
+			// tunnel drivers (no backend) has a handshake and no verdict.
+			established := l.Established && now.Sub(rep.received) < probe.HandshakeWithin
+			if l.Backend == "" {
+				established = probe.HandshakeUp(hs, now)
+			}
 			out = append(out, api.Link{
 				From: name, To: l.Peer,
-				Up:       probe.HandshakeUp(hs, now) && (l.Probe == nil || l.Probe.Up),
+				Up:       established && (l.Probe == nil || l.Probe.Up),
 				Endpoint: l.Endpoint, LastHandshake: hs,
 				RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 				Probe: l.Probe, AvailableBandwidth: l.AvailableBandwidth,
@@ -445,16 +530,23 @@ func (m *Manager) getLinks(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st, _ := m.snapshot()
-	return writeJSON(w, http.StatusOK, m.links(st))
+	reps, err := m.reports(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, links(m.snapshot(), reps, m.now()))
 }
 
 func (m *Manager) getOverview(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st, _ := m.snapshot()
-	return writeJSON(w, http.StatusOK, api.Overview{Revision: st.rev.Number, Generation: st.gen, Gateways: m.gatewayModels(st), Links: m.links(st)})
+	reps, err := m.reports(r.Context())
+	if err != nil {
+		return err
+	}
+	st := m.snapshot()
+	return writeJSON(w, http.StatusOK, api.Overview{Revision: st.rev.Number, Generation: st.gen, Gateways: gatewayModels(st, reps), Links: links(st, reps, m.now())})
 }
 
 // drainKey is the context key of the channel Serve closes when it starts

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/manager/store"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -67,23 +68,52 @@ func (l *testLog) stop() {
 
 // harness is a manager serving HTTPS on 127.0.0.1 for one test.
 type harness struct {
-	t     *testing.T
-	dir   string
-	clock *clock
-	log   *testLog
-	m     *Manager
-	url   string
-	hc    *http.Client
-	stop  func()
+	t      *testing.T
+	dir    string
+	clock  *clock
+	log    *testLog
+	limits Limits
+	m      *Manager
+	store  store.Store
+	shared bool // the store is the test's, not the harness's to open and close
+	url    string
+	hc     *http.Client
+	stop   func()
 }
 
-// newHarness starts a manager on a fresh data directory.
-func newHarness(t *testing.T) *harness {
+// newHarness starts a manager on a fresh data directory, with the default
+// limits but a failed-authentication burst that tests sending many bad
+// credentials on purpose do not exhaust.
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, Limits{AuthFailureBurst: 1000}) }
+
+// newHarnessWith starts a manager with limits on a fresh data directory.
+func newHarnessWith(t *testing.T, limits Limits) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: filepath.Join(t.TempDir(), "data"), clock: &clock{}, log: &testLog{t: t}}
+	h := &harness{t: t, dir: filepath.Join(t.TempDir(), "data"), clock: &clock{}, log: &testLog{t: t}, limits: limits}
 	t.Cleanup(h.log.stop)
 	h.start()
 	return h
+}
+
+// sharing starts a second manager on the store (and data directory) of h,
+// as a second manager on one etcd would run; the test closes neither.
+func (h *harness) sharing() *harness {
+	h.t.Helper()
+	h2 := &harness{t: h.t, dir: h.dir, clock: h.clock, log: h.log, limits: h.limits, store: h.store, shared: true}
+	h2.start()
+	return h2
+}
+
+// openStore opens the SQLite store of data directory dir and closes it at
+// the end of the test.
+func openStore(t *testing.T, dir string) store.Store {
+	t.Helper()
+	s, err := OpenStore(context.Background(), dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // start starts (or restarts) the manager on h.dir.
@@ -94,9 +124,19 @@ func (h *harness) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{DataDir: h.dir, Listen: ln.Addr().String(), Logf: h.log.Logf, Now: h.clock.Now})
+	st := h.store
+	if !h.shared {
+		if st, err = OpenStore(context.Background(), h.dir, false); err != nil {
+			ln.Close()
+			t.Fatal(err)
+		}
+	}
+	m, err := New(Config{DataDir: h.dir, Store: st, Listen: ln.Addr().String(), Logf: h.log.Logf, Now: h.clock.Now, Limits: h.limits})
 	if err != nil {
 		ln.Close()
+		if !h.shared {
+			st.Close()
+		}
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,9 +155,15 @@ func (h *harness) start() {
 		if err := m.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
+		if h.shared {
+			return
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("closing the store: %v", err)
+		}
 	}
 	t.Cleanup(h.stop)
-	h.m, h.url = m, m.URL()
+	h.m, h.store, h.url = m, st, m.URL()
 	h.hc = pinnedClient(t, m)
 }
 
@@ -326,3 +372,5 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

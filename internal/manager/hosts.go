@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -75,7 +76,10 @@ func freeSlot(st *state, site, name string) int {
 
 // postHost joins a host: its host token (the bearer) must be usable; the
 // host is stored with a slot and a new credential, and the plans are
-// recomputed (its gateway gets the tunnel's end).
+// recomputed (its gateway gets the tunnel's end). Its LAN address must be
+// usable (checkHostAddress); a name that has joined already is refused
+// (409) unless the token was made to replace that host (TokenRequest
+// replaces), which keeps its slot.
 func (m *Manager) postHost(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
@@ -101,37 +105,42 @@ func (m *Manager) postHost(w http.ResponseWriter, r *http.Request) error {
 	if !req.Address.IsValid() {
 		return fail(http.StatusBadRequest, "address", "field address is required: the host's address on its site's LAN, like 10.1.0.10")
 	}
-
-	u := m.begin()
-	defer m.writeMu.Unlock()
-	st := u.next
-	if err := hostTarget(st, tok.Site, tok.Network); err != nil {
-		return err
-	}
-	if err := onSiteLAN(st, tok.Site, req.Address); err != nil {
-		return err
-	}
-	if old, ok := st.hosts[req.Name]; ok && (old.Site != tok.Site || old.Network != tok.Network) {
-		return fail(http.StatusConflict, "name", "host %s has joined network %s at site %s already; leave first (fednet host leave) or choose another --name", req.Name, old.Network, old.Site)
-	}
-	slot := freeSlot(st, tok.Site, req.Name)
-	if old, ok := st.hosts[req.Name]; ok {
-		slot = old.Slot // joining again keeps the port
-	}
-	h := plan.Host{Name: req.Name, Site: tok.Site, Network: tok.Network, Address: req.Address.Unmap(), Slot: slot}
-	if err := plan.CheckHost(st.fed, h); err != nil {
-		return fail(http.StatusConflict, "", "%v", err)
-	}
 	cred, err := randomSecret()
 	if err != nil {
 		return err
 	}
-	sh := store.Host{Name: h.Name, Site: h.Site, Network: h.Network, Address: h.Address.String(), Slot: slot,
-		CredentialHash: store.HashSecret(cred), Joined: now}
-	st.hosts[h.Name] = sh
-	u.change.Hosts = []store.Host{sh}
-	u.change.UseToken = &store.UseToken{SecretHash: hash, Now: now}
-	res, err := m.commit(r.Context(), u)
+	addr := req.Address.Unmap()
+	var h plan.Host
+	res, u, err := m.change(r.Context(), func(u *update) error {
+		st := u.next
+		if err := hostTarget(st, tok.Site, tok.Network); err != nil {
+			return err
+		}
+		if err := checkHostAddress(st, tok.Site, req.Name, addr); err != nil {
+			return err
+		}
+		slot := freeSlot(st, tok.Site, req.Name)
+		if old, ok := st.hosts[req.Name]; ok {
+			if tok.Replaces != req.Name {
+				return fail(http.StatusConflict, "name", "host %s has joined already (network %s at site %s, address %s); to replace it, "+
+					"the operator makes a host token for that: fednet token create --site %s --network %s --replace %s; or choose another --name",
+					req.Name, old.Network, old.Site, old.Address, tok.Site, tok.Network, req.Name)
+			}
+			if old.Site == tok.Site {
+				slot = old.Slot // the replacement keeps the port
+			}
+		}
+		h = plan.Host{Name: req.Name, Site: tok.Site, Network: tok.Network, Address: addr, Slot: slot}
+		if err := plan.CheckHost(st.fed, h); err != nil {
+			return fail(http.StatusConflict, "", "%v", err)
+		}
+		sh := store.Host{Name: h.Name, Site: h.Site, Network: h.Network, Address: h.Address.String(), Slot: slot,
+			CredentialHash: store.HashSecret(cred), Joined: now}
+		st.hosts[h.Name] = sh
+		u.change.Hosts = []store.Host{sh}
+		u.change.UseToken = &store.UseToken{SecretHash: hash, Now: now}
+		return nil
+	})
 	if err != nil {
 		if e := tokenError(tok, err); e != nil {
 			return e
@@ -143,46 +152,87 @@ func (m *Manager) postHost(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return fail(http.StatusInternalServerError, "", "host %s joined but its gateway's plan has no tunnel to it", h.Name)
 	}
-	m.cfg.Logf("host %s (%s) joined network %s at site %s with token %s, slot %d; plans changed for %v", h.Name, h.Address, h.Network, h.Site, tok.ID, slot, res.affected)
+	m.cfg.Logf("host %s (%s) joined network %s at site %s with token %s, slot %d; plans changed for %v", h.Name, h.Address, h.Network, h.Site, tok.ID, h.Slot, res.affected)
 	return writeJSON(w, http.StatusOK, api.HostJoinResponse{Host: h.Name, Credential: cred,
 		HostTunnelResponse: api.HostTunnelResponse{Generation: p.Generation, Tunnel: t}})
 }
 
-// onSiteLAN checks that a is inside one of site's prefixes.
-func onSiteLAN(st *state, site string, a netip.Addr) error {
+// checkHostAddress checks the LAN address a of host name joining at site:
+// inside one of the site's prefixes and neither its network nor (IPv4) its
+// broadcast address (400), not a gateway's LAN address and not another
+// host's (409). A host with such an address would break its gateway's plan.
+func checkHostAddress(st *state, site, name string, a netip.Addr) error {
 	var prefixes []string
-	for _, s := range st.fed.Sites {
-		if s.Name != site {
-			continue
+	var in netip.Prefix
+	si := slices.IndexFunc(st.fed.Sites, func(s spec.Site) bool { return s.Name == site })
+	s := &st.fed.Sites[si] // hostTarget checked that it is there
+	for _, p := range s.Prefixes {
+		if p.Contains(a) {
+			in = p.Masked()
+			break
 		}
-		for _, p := range s.Prefixes {
-			if p.Contains(a.Unmap()) {
-				return nil
-			}
-			prefixes = append(prefixes, p.String())
+		prefixes = append(prefixes, p.String())
+	}
+	if !in.IsValid() {
+		return fail(http.StatusBadRequest, "address", "address %s is not on site %s's LAN (%s); give the host's own address there: the gateway sends the tunnel to it", a, site, strings.Join(prefixes, ", "))
+	}
+	if a == in.Addr() && in.Bits() < a.BitLen()-1 {
+		return fail(http.StatusBadRequest, "address", "address %s is the network address of %s, not a host's; give the host's own address", a, in)
+	}
+	if a.Is4() && in.Bits() < 31 && a == lastAddr(in) {
+		return fail(http.StatusBadRequest, "address", "address %s is the broadcast address of %s, not a host's; give the host's own address", a, in)
+	}
+	for _, g := range s.Gateways {
+		if g.LANAddress.Unmap() == a {
+			return fail(http.StatusConflict, "address", "address %s is the LAN address of gateway %s; give the host's own address", a, g.Name)
 		}
 	}
-	return fail(http.StatusBadRequest, "address", "address %s is not on site %s's LAN (%s); give the host's own address there: the gateway sends the tunnel to it", a, site, strings.Join(prefixes, ", "))
+	for _, h := range st.hosts {
+		if h.Name != name && h.Site == site && h.Address == a.String() {
+			return fail(http.StatusConflict, "address", "address %s is taken by host %s at site %s; give this host's own address", a, h.Name, site)
+		}
+	}
+	return nil
 }
 
-// hostAuth lets the admin token or host name's own credential through.
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := range b {
+		host := p.Bits() - 8*i // bits of this byte that belong to the network
+		switch {
+		case host <= 0:
+			b[i] = 0xff
+		case host < 8:
+			b[i] |= 0xff >> host
+		}
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// hostAuth lets the admin token or host name's own credential through. To
+// anyone else it answers the same 401 whether or not a host of that name
+// has joined, so that the names cannot be found by trying; the admin gets
+// 404 for a name that has not joined.
 func (m *Manager) hostAuth(r *http.Request, st *state, name string, admin bool) error {
 	tok, err := bearer(r)
 	if err != nil {
 		return err
 	}
 	hash := store.HashSecret(tok)
-	if h, ok := st.hosts[name]; ok && hashEqual(h.CredentialHash, hash) {
+	h, joined := st.hosts[name]
+	if own := hashEqual(h.CredentialHash, hash); own && joined {
 		return nil
 	}
 	if hashEqual(hash, m.adminHash) {
-		if admin {
-			return nil
+		switch {
+		case !admin:
+			return fail(http.StatusForbidden, "Authorization", "only host %s itself may watch its tunnel, with its own credential", name)
+		case !joined:
+			return fail(http.StatusNotFound, "name", "no host %q has joined (or it left); see fednet host list", name)
 		}
-		return fail(http.StatusForbidden, "Authorization", "only host %s itself may watch its tunnel, with its own credential", name)
-	}
-	if _, ok := st.hosts[name]; !ok {
-		return fail(http.StatusNotFound, "name", "no host %q has joined (or it left); join with: fednet host join", name)
+		return nil
 	}
 	return fail(http.StatusUnauthorized, "Authorization", "unknown credential for host %s; a host gets its credential by joining with a host token", name)
 }
@@ -191,21 +241,12 @@ func (m *Manager) getHosts(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st, _ := m.snapshot()
+	st := m.snapshot()
 	out := []api.Host{}
-	for _, name := range sortedHostNames(st) {
+	for _, name := range slices.Sorted(maps.Keys(st.hosts)) {
 		out = append(out, m.hostModel(st, st.hosts[name]))
 	}
 	return writeJSON(w, http.StatusOK, out)
-}
-
-func sortedHostNames(st *state) []string {
-	var names []string
-	for n := range st.hosts {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 func (m *Manager) getHost(w http.ResponseWriter, r *http.Request) error {
@@ -213,7 +254,7 @@ func (m *Manager) getHost(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("name")
-	st, _ := m.snapshot()
+	st := m.snapshot()
 	if err := m.hostAuth(r, st, name, true); err != nil {
 		return err
 	}
@@ -222,21 +263,23 @@ func (m *Manager) getHost(w http.ResponseWriter, r *http.Request) error {
 
 // deleteHost takes a host out (fednet host leave, or the operator): its
 // gateway's plan loses the tunnel, its slot is free again and its
-// credential is refused from now on.
+// credential is refused from now on. An unknown host is 404 (for the
+// admin; 401 for anyone else) and changes nothing.
 func (m *Manager) deleteHost(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
-	u := m.begin()
-	defer m.writeMu.Unlock()
-	if err := m.hostAuth(r, u.next, name, true); err != nil {
-		return err
-	}
-	h := u.next.hosts[name]
-	delete(u.next.hosts, name)
-	u.change.DeleteHosts = []string{name}
-	res, err := m.commit(r.Context(), u)
+	var h store.Host
+	res, u, err := m.change(r.Context(), func(u *update) error {
+		if err := m.hostAuth(r, u.next, name, true); err != nil {
+			return err
+		}
+		h = u.next.hosts[name]
+		delete(u.next.hosts, name)
+		u.change.DeleteHosts = []string{name}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -254,20 +297,21 @@ func (m *Manager) getHostTunnel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := r.PathValue("name")
-	return m.watch(w, r, wp, func(st *state) (int64, func() error, error) {
+	return m.watch(w, r, wp, func(st *state) (int64, []string, func() error, error) {
 		if err := m.hostAuth(r, st, name, false); err != nil {
-			return 0, nil, err
+			return 0, nil, nil, err
 		}
 		h := st.hosts[name]
-		p, ok := st.plans[hostGateway(st, h.Site)]
+		gw := hostGateway(st, h.Site)
+		p, ok := st.plans[gw]
 		t, inPlan := plan.HostTunnelOf(p.plan, name)
 		if !ok || !inPlan {
 			if err := plan.CheckHost(st.fed, planHost(h)); err != nil {
-				return 0, nil, fail(http.StatusConflict, "", "%v", err)
+				return 0, nil, nil, fail(http.StatusConflict, "", "%v", err)
 			}
-			return 0, nil, fail(http.StatusConflict, "", "host %s has no tunnel in the plan of gateway %s (removed?)", name, hostGateway(st, h.Site))
+			return 0, nil, nil, fail(http.StatusConflict, "", "host %s has no tunnel in the plan of gateway %s (removed?)", name, gw)
 		}
-		return p.Generation, func() error {
+		return p.Generation, []string{hostTopic(name), planTopic(gw)}, func() error {
 			return writeJSON(w, http.StatusOK, api.HostTunnelResponse{Generation: p.Generation, Tunnel: t})
 		}, nil
 	})

@@ -23,13 +23,17 @@ func neighborsSpec(t *testing.T) string {
 	return string(b)
 }
 
-// hostToken makes a host token for site and network and returns its
-// secret.
-func (h *harness) hostToken(site, network string) string {
+// hostToken makes a host token for site and network (that may replace
+// the host named by replaces, if any) and returns its secret.
+func (h *harness) hostToken(site, network string, replaces ...string) string {
 	h.t.Helper()
 	var tok api.Token
-	h.ok(req{method: "POST", path: api.PathTokens, body: api.TokenRequest{Site: site, Network: network}}, &tok)
-	if tok.Site != site || tok.Network != network || tok.Gateway != "" {
+	req0 := api.TokenRequest{Site: site, Network: network}
+	if len(replaces) > 0 {
+		req0.Replaces = replaces[0]
+	}
+	h.ok(req{method: "POST", path: api.PathTokens, body: req0}, &tok)
+	if tok.Site != site || tok.Network != network || tok.Gateway != "" || tok.Replaces != req0.Replaces {
 		h.t.Fatalf("host token %+v", tok)
 	}
 	jt, err := api.ParseJoinToken(tok.Token)
@@ -104,19 +108,24 @@ func TestHostsJoinWatchLeave(t *testing.T) {
 	if n := h.plan("aws-gw").Plan.Bridges[0].Ports(plan.ToHost); len(n) != 1 {
 		t.Errorf("after db1 left aws-gw has %+v", n)
 	}
-	// db1's credential is gone; web1 may not watch db1's tunnel.
-	if a := h.do(req{method: "GET", path: gwPath(api.PathHostTunnel, "db1"), token: db.Credential}); a.status != 404 {
+	// db1's credential is gone (the same 401 as for a name that never
+	// joined); web1 may not watch db1's tunnel.
+	if a := h.do(req{method: "GET", path: gwPath(api.PathHostTunnel, "db1"), token: db.Credential}); a.status != 401 {
 		t.Errorf("left host's watch: %d %+v", a.status, a.err)
 	}
 	if a := h.do(req{method: "GET", path: gwPath(api.PathHost, "web1"), token: db.Credential}); a.status != 401 {
 		t.Errorf("another's credential: %d %+v", a.status, a.err)
 	}
-	// A new host takes the free slot; web1 joining again keeps its own.
+	// A new host takes the free slot; web1 replaced (with a token made for
+	// that) keeps its own.
 	if c := h.join("cache1", "10.1.0.12"); c.Tunnel.UDPPort != 4791 {
 		t.Errorf("cache1 got port %d, want the free 4791", c.Tunnel.UDPPort)
 	}
-	if again := h.join("web1", "10.1.0.13"); again.Tunnel.UDPPort != 4790 || again.Tunnel.Local.String() != "10.1.0.13" {
-		t.Errorf("web1 joining again: %+v, want port 4790 and the new address", again.Tunnel)
+	var again api.HostJoinResponse
+	h.ok(req{method: "POST", path: api.PathHosts, token: h.hostToken("aws-eu", "lan", "web1"),
+		body: api.HostJoinRequest{Name: "web1", Address: netip.MustParseAddr("10.1.0.13")}}, &again)
+	if again.Tunnel.UDPPort != 4790 || again.Tunnel.Local.String() != "10.1.0.13" {
+		t.Errorf("web1 replaced: %+v, want port 4790 and the new address", again.Tunnel)
 	}
 	var hosts []api.Host
 	h.ok(req{method: "GET", path: api.PathHosts}, &hosts)
@@ -164,4 +173,97 @@ func TestHostJoinRejected(t *testing.T) {
 	if a := h.do(req{method: "POST", path: api.PathHosts, token: hostSecret, body: body}); a.status != 409 || !strings.Contains(a.err.Message, "already used") {
 		t.Errorf("token used twice: %d %+v", a.status, a.err)
 	}
+}
+
+// TestHostJoinAddresses: a host token holder cannot register an address
+// that would break the gateway's plan (the network or broadcast address of
+// the site prefix, the gateway's own LAN address, another host's), nor
+// move a host that has joined (409) unless the operator's token says so.
+// Refused joins do not use the token or change the generation.
+func TestHostJoinAddresses(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(neighborsSpec(t))
+	h.join("web1", "10.1.0.10")
+	gen := h.plan("aws-gw").Generation
+	secret := h.hostToken("aws-eu", "lan")
+	tests := []struct {
+		name, host, address string
+		status              int
+		msg                 string
+	}{
+		{"network address", "db1", "10.1.0.0", 400, "network address of 10.1.0.0/24"},
+		{"broadcast address", "db1", "10.1.0.255", 400, "broadcast address of 10.1.0.0/24"},
+		{"gateway's address", "db1", "10.1.0.254", 409, "LAN address of gateway aws-gw"},
+		{"another host's address", "db1", "10.1.0.10", 409, "taken by host web1"},
+		{"off the LAN", "db1", "10.5.0.10", 400, "not on site aws-eu's LAN"},
+		{"other family", "db1", "fd00::10", 400, "not on site aws-eu's LAN"},
+		{"a name that joined", "web1", "10.1.0.20", 409, "--replace web1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := h.do(req{method: "POST", path: api.PathHosts, token: secret, body: api.HostJoinRequest{Name: tt.host, Address: netip.MustParseAddr(tt.address)}})
+			if a.status != tt.status || !strings.Contains(a.err.Message, tt.msg) {
+				t.Errorf("%d %+v; want %d with %q", a.status, a.err, tt.status, tt.msg)
+			}
+			if tt.status != 409 || tt.host != "web1" {
+				if a.err.Field != "address" {
+					t.Errorf("field %q, want address", a.err.Field)
+				}
+			}
+		})
+	}
+	if g := h.plan("aws-gw").Generation; g != gen {
+		t.Errorf("refused joins moved the plan's generation %d -> %d", gen, g)
+	}
+	// The token is still good for a proper join.
+	var ok api.HostJoinResponse
+	h.ok(req{method: "POST", path: api.PathHosts, token: secret, body: api.HostJoinRequest{Name: "db1", Address: netip.MustParseAddr("10.1.0.11")}}, &ok)
+	// A replacement token made for another host does not replace web1.
+	other := h.hostToken("aws-eu", "lan", "db1")
+	if a := h.do(req{method: "POST", path: api.PathHosts, token: other, body: api.HostJoinRequest{Name: "web1", Address: netip.MustParseAddr("10.1.0.20")}}); a.status != 409 {
+		t.Errorf("web1 with a token that replaces db1: %d %+v", a.status, a.err)
+	}
+	if a := h.do(req{method: "POST", path: api.PathTokens, token: h.m.AdminToken(), body: api.TokenRequest{Gateway: "aws-gw", Replaces: "web1"}}); a.status != 400 || a.err.Field != "replaces" {
+		t.Errorf("a gateway token that replaces a host: %d %+v", a.status, a.err)
+	}
+}
+
+// TestUnknownHosts: for the admin, GET and DELETE of a host that has not
+// joined are 404 and change nothing; for anyone else the answer about a
+// host that has joined and one that has not is the same 401, so names
+// cannot be found by trying.
+func TestUnknownHosts(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(neighborsSpec(t))
+	web := h.join("web1", "10.1.0.10")
+	gen := h.plan("aws-gw").Generation
+	var before api.Overview
+	h.ok(req{method: "GET", path: api.PathFederation}, &before)
+	for _, m := range []string{"GET", "DELETE"} {
+		if a := h.do(req{method: m, path: gwPath(api.PathHost, "nope"), token: h.m.AdminToken()}); a.status != 404 || a.err.Field != "name" {
+			t.Errorf("admin %s of an unknown host: %d %+v, want 404", m, a.status, a.err)
+		}
+	}
+	var after api.Overview
+	h.ok(req{method: "GET", path: api.PathFederation}, &after)
+	if after.Generation != before.Generation || h.plan("aws-gw").Generation != gen {
+		t.Errorf("a DELETE of an unknown host moved the generation %d -> %d", before.Generation, after.Generation)
+	}
+	for _, tok := range []string{"", "guess", web.Credential + "x"} {
+		for _, m := range []string{"GET", "DELETE"} {
+			for _, path := range []string{api.PathHost, api.PathHostTunnel} {
+				if path == api.PathHostTunnel && m == "DELETE" {
+					continue
+				}
+				known := h.do(req{method: m, path: gwPath(path, "web1"), token: tok})
+				unknown := h.do(req{method: m, path: gwPath(path, "nope"), token: tok})
+				norm := strings.NewReplacer("web1", "NAME", "nope", "NAME")
+				if known.status != 401 || unknown.status != known.status || norm.Replace(string(known.body)) != norm.Replace(string(unknown.body)) {
+					t.Errorf("%s %s with token %q: joined host %d %s; unknown host %d %s", m, path, tok, known.status, known.body, unknown.status, unknown.body)
+				}
+			}
+		}
+	}
+	// web1 is still there.
+	h.ok(req{method: "GET", path: gwPath(api.PathHost, "web1"), token: web.Credential}, nil)
 }

@@ -8,8 +8,11 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fednet/fednet/internal/api"
 )
@@ -25,6 +28,13 @@ func (e *apiError) Error() string { return e.body.Message }
 // fail returns an *apiError; the code follows from the status.
 func fail(status int, field, format string, args ...any) *apiError {
 	return &apiError{status: status, body: api.Error{Code: codeFor(status), Message: fmt.Sprintf(format, args...), Field: field}}
+}
+
+// failCode is fail with a code of its own rather than the status's.
+func failCode(status int, code, field, format string, args ...any) *apiError {
+	ae := fail(status, field, format, args...)
+	ae.body.Code = code
+	return ae
 }
 
 func codeFor(status int) string {
@@ -126,9 +136,16 @@ func (m *Manager) Handler() http.Handler {
 	return mux
 }
 
-// serve authenticates and runs one route.
+// serve authenticates and runs one route. A request with a body must
+// deliver it within Limits.BodyTimeout (readBody lifts the deadline once
+// the body is read, so that long polls are not cut).
 func (m *Manager) serve(w http.ResponseWriter, r *http.Request, rt route) {
 	w.Header().Set("Cache-Control", "no-store")
+	if r.ContentLength != 0 { // -1: unknown (chunked); HTTP/2 without END_STREAM
+		// Not every ResponseWriter can (httptest's recorder cannot): then
+		// the server's own timeouts are all there is.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(m.limits.BodyTimeout))
+	}
 	if err := m.authenticate(r, rt.auth); err != nil {
 		m.answerError(w, r, err)
 		return
@@ -138,17 +155,26 @@ func (m *Manager) serve(w http.ResponseWriter, r *http.Request, rt route) {
 	}
 }
 
-// answerError writes err as an api.Error and logs it, once.
+// answerError writes err as an api.Error and logs it, once. Failed
+// authentications (401) are not logged one by one: the auth limiter counts
+// them, logs them as one line per interval, and turns them into 429 once
+// their address is over its budget.
 func (m *Manager) answerError(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
-	if !errors.As(err, &ae) {
+	switch {
+	case !errors.As(err, &ae):
 		m.cfg.Logf("%s %s: internal error: %v", r.Method, r.URL.Path, err)
 		ae = fail(http.StatusInternalServerError, "", "internal error: %v", err)
-	} else {
+	case ae.status == http.StatusUnauthorized:
+		addr := clientAddr(r)
+		if m.authFail.fail(addr) {
+			w.Header().Set("Retry-After", strconv.Itoa(int(max(1, 1/m.limits.AuthFailuresPerSecond))))
+			ae = fail(http.StatusTooManyRequests, "Authorization", "too many failed authentications from %s; slow down (at most %g a second, --auth-failures-per-second)", addr, m.limits.AuthFailuresPerSecond)
+		} else {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fednet"`)
+		}
+	default:
 		m.cfg.Logf("%s %s from %s: %d %s", r.Method, r.URL.Path, r.RemoteAddr, ae.status, ae.body.Message)
-	}
-	if ae.status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="fednet"`)
 	}
 	writeJSON(w, ae.status, ae.body)
 }
@@ -205,19 +231,24 @@ func checkContentType(r *http.Request, extra ...string) (string, error) {
 	return "", fail(http.StatusUnsupportedMediaType, "Content-Type", "Content-Type %s is not accepted here; send %s", mt, want)
 }
 
-// readBody reads the whole request body, at most api.MaxRequestBytes.
+// readBody reads the whole request body, at most api.MaxRequestBytes,
+// within the deadline serve set (408 when it passes); then it lifts the
+// deadline.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.ContentLength > api.MaxRequestBytes {
 		return nil, tooLarge()
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxRequestBytes))
 	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
+	switch {
+	case errors.As(err, &mbe):
 		return nil, tooLarge()
-	}
-	if err != nil {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, fail(http.StatusRequestTimeout, "", "the request body did not arrive in time (--body-timeout); send it whole, at once")
+	case err != nil:
 		return nil, fail(http.StatusBadRequest, "", "reading the request body: %v", err)
 	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	return data, nil
 }
 

@@ -37,6 +37,7 @@ func TestBadInput(t *testing.T) {
 		msg    string // when set: in the message
 	}
 	bad := func(field string) want { return want{400, api.CodeBadRequest, field, ""} }
+	invalidReport := func(field string) want { return want{422, api.CodeInvalidReport, field, ""} }
 	badMsg := func(msg string) want { return want{400, api.CodeBadRequest, "", msg} }
 	tooLarge := want{413, api.CodeTooLarge, "", "larger than"}
 	method := want{405, api.CodeBadRequest, "", "not allowed"}
@@ -125,8 +126,8 @@ func TestBadInput(t *testing.T) {
 		{"status nested key", "PUT", status, cred, `{"links":[{"peer":"azure-gw","publicKey":"x"}]}`, "", bad("links")},
 		{"status nested time", "PUT", status, cred, `{"links":[{"peer":"azure-gw","lastHandshake":"yesterday"}]}`, "", bad("links")},
 		{"status unknown field", "PUT", status, cred, `{"generation":1,"uptime":5}`, "", bad("uptime")},
-		{"status negative", "PUT", status, cred, `{"generation":-1}`, "", bad("generation")},
-		{"status no peer", "PUT", status, cred, `{"links":[{}]}`, "", bad("links[0].peer")},
+		{"status negative", "PUT", status, cred, `{"generation":-1}`, "", invalidReport("generation")},
+		{"status no peer", "PUT", status, cred, `{"links":[{}]}`, "", invalidReport("links[0].peer")},
 		{"status oversized", "PUT", status, cred, huge, "", tooLarge},
 		{"status method", "GET", status, cred, "", "", method},
 		// key
@@ -186,7 +187,7 @@ func TestBadInput(t *testing.T) {
 			if w.msg != "" && !strings.Contains(a.err.Message, w.msg) {
 				t.Errorf("message %q lacks %q", a.err.Message, w.msg)
 			}
-			if w.status == 422 && len(a.err.Problems) == 0 {
+			if w.code == api.CodeInvalidSpec && len(a.err.Problems) == 0 {
 				t.Errorf("422 without problems")
 			}
 			if w.status == 405 && a.header.Get("Allow") == "" {

@@ -12,6 +12,12 @@
 // a change wakes exactly the agents whose plan it touches. Plans and
 // generations are stored, so a restarted manager serves the same plans at
 // the same generations.
+//
+// The manager serves from an in-memory snapshot of the store's state. It
+// follows the store (store.Store.Watch): a change committed by another
+// manager on the same store reaches this manager's snapshot, and wakes its
+// plan watches, like one of its own. Status reports go through the store
+// too, so every manager on a store sees every gateway's last report.
 package manager
 
 import (
@@ -24,6 +30,7 @@ import (
 	"io/fs"
 	"log"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -41,14 +48,16 @@ import (
 // is empty: every address, port 7443.
 const DefaultListen = ":7443"
 
-// LockFile keeps a second manager off a data directory.
-const LockFile = "manager.lock"
-
 // Config configures a Manager.
 type Config struct {
-	// DataDir holds the database, the CA, the server certificate and the
-	// admin token; created (mode 0700) if missing. Required.
+	// DataDir holds the CA, the server certificate and the admin token
+	// (and, for fednet manager, the SQLite database: see OpenStore);
+	// created (mode 0700) if missing. Required.
 	DataDir string
+	// Store holds the manager's state. Required; the caller opens it
+	// (OpenStore for the SQLite database in DataDir) and closes it after
+	// Close. Several managers may share one store.
+	Store store.Store
 	// Listen is the HOST:PORT ListenAndServe listens on; DefaultListen
 	// when empty.
 	Listen string
@@ -67,51 +76,59 @@ type Config struct {
 	// Now is the clock (token expiry, enrollment and revision times,
 	// certificate validity, link liveness); time.Now when nil.
 	Now func() time.Time
+	// Limits bound what clients may hold (connections, watches, failed
+	// authentications, timeouts); zero fields take the defaults.
+	Limits Limits
+	// Wrap, when set, wraps the API handler that Serve serves (behind TLS
+	// and the limits), e.g. to log or to inject faults in tests.
+	Wrap func(http.Handler) http.Handler
 }
 
 // Manager serves the API. Create it with New; its methods are safe for
 // concurrent use. Close it when done.
 type Manager struct {
 	cfg        Config
+	limits     Limits
 	url        string
 	store      store.Store
-	lock       *os.File
 	certs      *certs
 	adminToken string
 	adminHash  store.Hash
 
-	// writeMu serializes changes: read the state, compute, commit,
-	// publish. Never held while waiting for clients.
+	// writeMu serializes changes to the snapshot: read the state,
+	// compute, commit, publish; and following the store. Never held while
+	// waiting for clients.
 	writeMu sync.Mutex
 
-	mu      sync.RWMutex  // guards st and changed
-	st      *state        // immutable; replaced whole by publish
-	changed chan struct{} // closed (and replaced) by every publish
+	mu sync.RWMutex // guards st
+	st *state       // immutable; replaced whole by publish
 
-	watchers atomic.Int64 // plan watches waiting for a change
-
-	reportsMu sync.Mutex
-	reports   map[string]report // by gateway; in memory only
+	wake     waker        // wakes the watches of what a publish changed
+	watchers atomic.Int64 // plan and tunnel watches waiting for a change
+	wakes    atomic.Int64 // waiting watches woken by a change (tests count them)
+	slots    watchSlots   // concurrent watches by credential
+	authFail *authLimiter // failed authentications by address
 
 	revMu    sync.Mutex
 	revCache map[int]api.Revision // read models of stored revisions
 
 	relay relay // measurement requests on their way to agents
+
+	stop context.CancelFunc // ends the background goroutines
+	bg   sync.WaitGroup     // the background goroutines
+	once sync.Once          // Close
 }
 
-// report is a gateway's last status report.
-type report struct {
-	api.StatusReport
-	received time.Time
-}
-
-// New opens (or creates) the manager's data directory: database, CA,
-// server certificate and admin token. It does not listen; call Serve or
-// ListenAndServe. Errors name the Config field (and the fednet manager
-// flag) at fault.
+// New opens (or creates) the manager's data directory (CA, server
+// certificate and admin token), loads the state from cfg.Store and starts
+// following it. It does not listen; call Serve or ListenAndServe. Errors
+// name the Config field (and the fednet manager flag) at fault.
 func New(cfg Config) (*Manager, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("DataDir (--data-dir) is required: a directory for the manager's database, CA and admin token")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("Store is required: open the manager's store first (OpenStore opens the SQLite database in the data directory)")
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen
@@ -126,6 +143,10 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	limits, err := cfg.Limits.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data directory (--data-dir): %w", err)
 	}
@@ -134,45 +155,32 @@ func New(cfg Config) (*Manager, error) {
 	} else if fi.Mode().Perm()&0o077 != 0 {
 		cfg.Logf("warning: data directory %s is open to others (mode %v); chmod 700 it: it holds the CA key and admin token", cfg.DataDir, fi.Mode().Perm())
 	}
-	m := &Manager{cfg: cfg, url: u, changed: make(chan struct{}), reports: map[string]report{}, revCache: map[int]api.Revision{}}
-	if m.lock, err = lockDir(filepath.Join(cfg.DataDir, LockFile)); err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			m.Close()
-		}
-	}()
+	m := &Manager{cfg: cfg, limits: limits, url: u, store: cfg.Store, revCache: map[int]api.Revision{}}
+	m.authFail = newAuthLimiter(limits, cfg.Now, cfg.Logf)
 	if m.certs, err = loadCerts(cfg.DataDir, sans, cfg.Now, cfg.Logf); err != nil {
 		return nil, err
 	}
 	if err := m.loadAdminToken(); err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
-	if m.store, err = store.OpenSQLite(ctx, filepath.Join(cfg.DataDir, store.FileName)); err != nil {
+	if err := m.load(context.Background()); err != nil {
 		return nil, err
 	}
-	if err := m.load(ctx); err != nil {
-		return nil, err
-	}
-	ok = true
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stop = cancel
+	m.bg.Go(func() { m.follow(ctx) })
+	m.bg.Go(func() { m.authFail.run(ctx) })
 	return m, nil
 }
 
-// Close closes the store and releases the data directory. Serve must have
-// returned; Close is safe to call more than once.
+// Close stops following the store. Serve must have returned. It does not
+// close the store (its opener does). Close is safe to call more than once.
 func (m *Manager) Close() error {
-	var errs []error
-	if m.store != nil {
-		errs = append(errs, m.store.Close())
-	}
-	if m.lock != nil {
-		errs = append(errs, m.lock.Close())
-		m.lock = nil
-	}
-	return errors.Join(errs...)
+	m.once.Do(func() {
+		m.stop()
+		m.bg.Wait()
+	})
+	return nil
 }
 
 // URL is the https URL join tokens carry (Config.Advertise, normalized).

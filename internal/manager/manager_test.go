@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -101,6 +102,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.name != "no data dir" {
 				tt.cfg.DataDir = t.TempDir()
+				tt.cfg.Store = openStore(t, tt.cfg.DataDir)
 			}
 			tt.cfg.Logf = t.Logf
 			m, err := New(tt.cfg)
@@ -133,12 +135,12 @@ func TestAdvertise(t *testing.T) {
 
 func TestSecondManagerRefused(t *testing.T) {
 	h := newHarness(t)
-	m, err := New(Config{DataDir: h.dir, Listen: "127.0.0.1:7443", Logf: t.Logf})
+	s, err := OpenStore(context.Background(), h.dir, false)
 	if err == nil {
-		m.Close()
+		s.Close()
 		t.Fatal("a second manager opened the same data directory")
 	}
-	if !strings.Contains(err.Error(), "another manager") {
+	if !strings.Contains(err.Error(), "another fednet manager") {
 		t.Errorf("error %q does not say another manager runs", err)
 	}
 }
@@ -147,7 +149,12 @@ func TestServerCertificateFollowsNames(t *testing.T) {
 	dir := t.TempDir()
 	open := func(sans ...string) (*Manager, []byte) {
 		t.Helper()
-		m, err := New(Config{DataDir: dir, Listen: "127.0.0.1:7443", SANs: sans, Logf: t.Logf})
+		st, err := OpenStore(context.Background(), dir, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		m, err := New(Config{DataDir: dir, Store: st, Listen: "127.0.0.1:7443", SANs: sans, Logf: t.Logf})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -589,7 +596,8 @@ func TestListenAndServe(t *testing.T) {
 	ln.Close()
 	log := &testLog{t: t}
 	t.Cleanup(log.stop)
-	m, err := New(Config{DataDir: t.TempDir(), Listen: addr, Logf: log.Logf})
+	dir := t.TempDir()
+	m, err := New(Config{DataDir: dir, Store: openStore(t, dir), Listen: addr, Logf: log.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -642,6 +650,35 @@ func TestLinkUpFromProbes(t *testing.T) {
 	h.ok(req{method: "GET", path: api.PathLinks}, &links)
 	if links[0].Up {
 		t.Errorf("link with answered probes but a handshake 190s ago is up: %+v", links[0])
+	}
+}
+
+// TestLinkUpFromDriverVerdict: a report with a backend carries the tunnel
+// driver's verdict: established links are up (whatever the handshake
+// says), links not established are down (even with a fresh handshake),
+// and the verdict holds three minutes on the manager's clock.
+func TestLinkUpFromDriverVerdict(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(threeSites(t))
+	credA, _ := h.enroll("aws-gw")
+	p := h.plan("aws-gw")
+	now := h.clock.Now()
+	h.ok(req{method: "PUT", path: gwPath(api.PathStatus, "aws-gw"), token: credA, body: api.StatusReport{
+		Generation: p.Generation, Revision: p.Revision,
+		Links: []api.LinkStatus{
+			{Peer: "azure-gw", Backend: backend.WireGuard, Established: true},
+			{Peer: "onprem-gw", Backend: backend.WireGuard, Established: false, LastHandshake: now.Add(-time.Second)},
+		},
+	}}, nil)
+	var links []api.Link
+	h.ok(req{method: "GET", path: api.PathLinks}, &links)
+	if len(links) != 2 || !links[0].Up || links[1].Up {
+		t.Errorf("links: %+v; want azure-gw up (established), onprem-gw down (not established)", links)
+	}
+	h.clock.Advance(3 * time.Minute)
+	h.ok(req{method: "GET", path: api.PathLinks}, &links)
+	if len(links) != 2 || links[0].Up {
+		t.Errorf("a verdict reported 3 minutes ago still holds: %+v", links)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	openapi "github.com/fednet/fednet/api"
 )
 
@@ -41,24 +43,40 @@ func (m *Manager) TLSConfig() *tls.Config {
 // gracefully: plan watches end at once (204), other requests get
 // shutdownGrace to finish. It closes ln. It returns nil after a shutdown
 // caused by ctx, the error that stopped it otherwise.
+//
+// It holds at most Limits.MaxConnections connections (more wait in the
+// listen queue), closes a connection idle for Limits.IdleTimeout (HTTP/1.1
+// and HTTP/2 alike: a connection with a long poll in flight is not idle),
+// bounds the TLS handshake and a request's headers by HeaderTimeout and
+// its body by Limits.BodyTimeout (see serve).
 func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
 	drain := make(chan struct{})
+	h := m.Handler()
+	if m.cfg.Wrap != nil {
+		h = m.cfg.Wrap(h)
+	}
 	srv := &http.Server{
-		Handler:           m.Handler(),
+		Handler:           h,
 		TLSConfig:         m.TLSConfig(),
-		ReadHeaderTimeout: 10 * time.Second,
-		// Bounds reading a request; kept above the longest plan watch so
-		// that no deadline of the connection can cut a watch short.
-		ReadTimeout:    MaxWatchTimeout + 30*time.Second,
-		IdleTimeout:    MaxWatchTimeout + 30*time.Second,
+		ReadHeaderTimeout: HeaderTimeout,
+		// No ReadTimeout: it would be one deadline for the whole request,
+		// which a long poll outlasts; bodies get Limits.BodyTimeout each.
+		IdleTimeout:    m.limits.IdleTimeout,
 		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       log.New(logWriter(m.cfg.Logf), "", 0),
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: 100,
+			// A peer that went away without closing is found within a
+			// minute, so its watches do not hold their slots for long.
+			SendPingTimeout: 45 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
+		ErrorLog: log.New(logWriter(m.cfg.Logf), "", 0),
 		BaseContext: func(net.Listener) context.Context {
 			return context.WithValue(context.Background(), drainKey{}, (<-chan struct{})(drain))
 		},
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	go func() { errc <- srv.ServeTLS(netutil.LimitListener(ln, m.limits.MaxConnections), "", "") }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)

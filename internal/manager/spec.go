@@ -23,11 +23,61 @@ func (m *Manager) getSpec(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	st, _ := m.snapshot()
+	st := m.snapshot()
+	setETag(w, st.rev.Number)
 	if st.fed == nil {
 		return noSpec()
 	}
-	return writeJSON(w, http.StatusOK, api.SpecResponse{Revision: st.rev.Number, YAML: st.rev.YAML, Created: st.rev.Created, Affected: []string{}})
+	return writeJSON(w, http.StatusOK, api.SpecResponse{Revision: st.rev.Number, BaseRevision: st.rev.Number, YAML: st.rev.YAML, Created: st.rev.Created, Affected: []string{}})
+}
+
+// setETag sets the spec's entity tag: its revision number, 0 while there
+// is none.
+func setETag(w http.ResponseWriter, rev int) {
+	w.Header().Set("ETag", strconv.Quote(strconv.Itoa(rev)))
+}
+
+// ifMatch reads PUT /v1/spec's If-Match header: the revisions the caller
+// based its change on (ok false: no header, no precondition). "*" matches
+// any stored spec (any is set).
+func ifMatch(r *http.Request) (revs []int, any, ok bool, err error) {
+	vals := r.Header.Values("If-Match")
+	if len(vals) == 0 {
+		return nil, false, false, nil
+	}
+	for _, v := range vals {
+		for _, tag := range strings.Split(v, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" {
+				any = true
+				continue
+			}
+			n, err := strconv.Atoi(strings.Trim(tag, `"`))
+			if err != nil || n < 0 || len(tag) < 3 || tag[0] != '"' || tag[len(tag)-1] != '"' {
+				return nil, false, false, fail(http.StatusBadRequest, "If-Match", "If-Match %q: want the ETag of the spec revision your change is based on, like \"3\" (GET /v1/spec and every PUT answer with it; \"0\": no spec yet)", v)
+			}
+			revs = append(revs, n)
+		}
+	}
+	return revs, any, true, nil
+}
+
+// preconditionFailed answers a PUT whose If-Match names a revision that is
+// not the current one.
+func preconditionFailed(w http.ResponseWriter, based []int, cur int) error {
+	setETag(w, cur)
+	names := make([]string, len(based))
+	for i, n := range based {
+		names[i] = strconv.Itoa(n)
+	}
+	based0 := "the revision named in If-Match"
+	if len(names) > 0 {
+		based0 = "revision " + strings.Join(names, " or ")
+	}
+	ae := failCode(http.StatusPreconditionFailed, api.CodePreconditionFailed, "If-Match",
+		"the spec changed since %s, which this change was based on: revision %d is current; look at the difference again (fednet diff) and apply again", based0, cur)
+	ae.body.Revision = &cur
+	return ae
 }
 
 func noSpec() error {
@@ -37,7 +87,12 @@ func noSpec() error {
 // putSpec validates a spec and, unless it equals the current one or this
 // is a dry run, stores it as the next revision and recomputes every plan.
 // A spec that fails validation (or planning) is answered 422 and changes
-// nothing.
+// nothing. With If-Match (the ETag of the revision the caller's change is
+// based on, as GET /v1/spec or a dry run answered it), a spec is stored
+// only if that revision is still the current one; otherwise 412 names the
+// current revision, so that a concurrent apply never silently reverts
+// another. A spec equal to the current one is answered 200 unchanged even
+// then: nothing would be reverted.
 func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r, "dryRun"); err != nil {
 		return err
@@ -70,26 +125,34 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(doc) == "" {
 		return fail(http.StatusBadRequest, "yaml", "field yaml is empty; want the spec document (as in examples/three-sites.yaml)")
 	}
+	based, anyRev, conditional, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
 	fed, err := spec.Parse([]byte(doc))
 	if err != nil {
 		return invalidSpec(err)
 	}
 
-	u := m.begin()
-	defer m.writeMu.Unlock()
-	cur, _ := m.snapshot()
-	if cur.fed != nil && cur.rev.YAML == doc {
-		return writeJSON(w, http.StatusOK, api.SpecResponse{Revision: cur.rev.Number, YAML: doc, Created: cur.rev.Created, DryRun: dry, Affected: []string{}})
-	}
-	u.next.fed = fed
-	u.next.rev = store.Revision{Number: cur.rev.Number + 1, YAML: doc, Created: m.now()}
-	var res result
-	if dry {
-		res, err = preview(u, cur)
-	} else {
-		u.change.Spec = &u.next.rev
-		res, err = m.commit(r.Context(), u)
-	}
+	var base store.Revision // the revision the answer's diff is from
+	same := false
+	res, u, err := m.change(r.Context(), func(u *update) error {
+		cur := u.next
+		base = cur.rev
+		if same = cur.fed != nil && cur.rev.YAML == doc; same {
+			u.dry = true
+			return nil
+		}
+		if conditional && !(anyRev && cur.fed != nil) && !slices.Contains(based, cur.rev.Number) {
+			return preconditionFailed(w, based, cur.rev.Number)
+		}
+		u.next.fed = fed
+		u.next.rev = store.Revision{Number: cur.rev.Number + 1, YAML: doc, Created: m.now()}
+		if u.dry = dry; !dry {
+			u.change.Spec = &u.next.rev
+		}
+		return nil
+	})
 	var pe *planError
 	if errors.As(err, &pe) {
 		return fail(http.StatusUnprocessableEntity, "yaml", "the spec cannot be planned (the current revision stays in force): %v", pe.err)
@@ -97,17 +160,25 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !dry {
+	if same {
+		setETag(w, base.Number)
+		return writeJSON(w, http.StatusOK, api.SpecResponse{Revision: base.Number, BaseRevision: base.Number, YAML: doc, Created: base.Created, DryRun: dry, Affected: []string{}})
+	}
+	if dry {
+		setETag(w, base.Number)
+	} else {
+		setETag(w, u.next.rev.Number)
 		m.cfg.Logf("spec revision %d stored; plans changed for %d gateways: %v", u.next.rev.Number, len(res.affected), res.affected)
 	}
 	return writeJSON(w, http.StatusOK, api.SpecResponse{
-		Revision: u.next.rev.Number,
-		YAML:     doc,
-		Created:  u.next.rev.Created,
-		DryRun:   dry,
-		Changed:  true,
-		Diff:     planDiff(res, cur.rev.Number, u.next.rev.Number),
-		Affected: append([]string{}, res.affected...),
+		Revision:     u.next.rev.Number,
+		BaseRevision: base.Number,
+		YAML:         doc,
+		Created:      u.next.rev.Created,
+		DryRun:       dry,
+		Changed:      true,
+		Diff:         planDiff(res, base.Number, u.next.rev.Number),
+		Affected:     append([]string{}, res.affected...),
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/manager/store"
 	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/spec"
 )
 
 // Join token lifetimes.
@@ -22,7 +23,7 @@ const (
 )
 
 func apiToken(t store.Token) api.Token {
-	return api.Token{ID: t.ID, Gateway: t.Gateway, Site: t.Site, Network: t.Network, Created: t.Created, Expires: t.Expires, Used: !t.Used.IsZero(), Revoked: t.Revoked}
+	return api.Token{ID: t.ID, Gateway: t.Gateway, Site: t.Site, Network: t.Network, Replaces: t.Replaces, Created: t.Created, Expires: t.Expires, Used: !t.Used.IsZero(), Revoked: t.Revoked}
 }
 
 // postToken creates a join token for a gateway of the current spec, or a
@@ -46,6 +47,10 @@ func (m *Manager) postToken(w http.ResponseWriter, r *http.Request) error {
 		return fail(http.StatusBadRequest, "site", "a host token needs field site: the site (fabric: dropsUnknownMACs) whose host joins")
 	case host && req.Network == "":
 		return fail(http.StatusBadRequest, "network", "a host token needs field network: the bridged network the host joins")
+	case req.Replaces != "" && !host:
+		return fail(http.StatusBadRequest, "replaces", "field replaces is for host tokens (with site and network): the joined host a join with the token may replace")
+	case req.Replaces != "" && !spec.ValidName(req.Replaces):
+		return fail(http.StatusBadRequest, "replaces", "field replaces %q is not a host name; want 1 to 63 lowercase letters, digits and '-'", req.Replaces)
 	}
 	ttl := DefaultTokenTTL
 	if req.TTL != "" {
@@ -58,7 +63,7 @@ func (m *Manager) postToken(w http.ResponseWriter, r *http.Request) error {
 		}
 		ttl = d
 	}
-	st, _ := m.snapshot()
+	st := m.snapshot()
 	if host {
 		if err := hostTarget(st, req.Site, req.Network); err != nil {
 			return err
@@ -75,7 +80,7 @@ func (m *Manager) postToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	now := m.now()
-	t := store.Token{ID: id, Gateway: req.Gateway, Site: req.Site, Network: req.Network, SecretHash: store.HashSecret(secret), Created: now, Expires: now.Add(ttl)}
+	t := store.Token{ID: id, Gateway: req.Gateway, Site: req.Site, Network: req.Network, Replaces: req.Replaces, SecretHash: store.HashSecret(secret), Created: now, Expires: now.Add(ttl)}
 	if err := m.store.CreateToken(r.Context(), t); err != nil {
 		return err
 	}
@@ -176,30 +181,31 @@ func (m *Manager) postEnroll(w http.ResponseWriter, r *http.Request) error {
 		observed = r.RemoteAddr
 	}
 
-	u := m.begin()
-	defer m.writeMu.Unlock()
-	if err := inSpec(u.next, tok.Gateway, ""); err != nil {
-		return err
-	}
-	if err := keyTaken(u.next, tok.Gateway, req.PublicKey); err != nil {
-		return err
-	}
 	cred, err := randomSecret()
 	if err != nil {
 		return err
 	}
-	g := u.next.gateways[tok.Gateway]
-	g.Name = tok.Gateway
-	g.PublicKey = req.PublicKey
-	g.CredentialHash = store.HashSecret(cred)
-	g.RotateAnswered = g.RotateRequested // a fresh key answers every request so far
-	g.Endpoint = req.Endpoint
-	g.ObservedAddress = observed
-	g.Enrolled = now
-	g.Removed = false
-	u.setGateway(g)
-	u.change.UseToken = &store.UseToken{SecretHash: hash, Now: now}
-	res, err := m.commit(r.Context(), u)
+	var g store.Gateway
+	res, _, err := m.change(r.Context(), func(u *update) error {
+		if err := inSpec(u.next, tok.Gateway, ""); err != nil {
+			return err
+		}
+		if err := keyTaken(u.next, tok.Gateway, req.PublicKey); err != nil {
+			return err
+		}
+		g = u.next.gateways[tok.Gateway]
+		g.Name = tok.Gateway
+		g.PublicKey = req.PublicKey
+		g.CredentialHash = store.HashSecret(cred)
+		g.RotateAnswered = g.RotateRequested // a fresh key answers every request so far
+		g.Endpoint = req.Endpoint
+		g.ObservedAddress = observed
+		g.Enrolled = now
+		g.Removed = false
+		u.setGateway(g)
+		u.change.UseToken = &store.UseToken{SecretHash: hash, Now: now}
+		return nil
+	})
 	if err != nil {
 		if e := tokenError(tok, err); e != nil {
 			return e

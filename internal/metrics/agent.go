@@ -19,8 +19,9 @@ import (
 var RTTBuckets = prometheus.ExponentialBuckets(0.0001, 2, 17)
 
 // LinkSource returns the links of the gateway as a status report would
-// carry them: WireGuard handshake and counters, and the probe figures. It
-// is called at every scrape, bounded by ctx.
+// carry them: the tunnel driver's verdict (established), handshake and
+// counters, and the probe figures. It is called at every scrape, bounded
+// by ctx.
 type LinkSource func(ctx context.Context) []api.LinkStatus
 
 // Agent is the metrics exporter of one gateway's agent. The agent feeds it
@@ -198,7 +199,8 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, l := range src(ctx) {
 		lv := a.linkLabelValues(l.Peer)
 		collectLink(ch, lv, linkFigures{
-			up:        probe.HandshakeUp(l.LastHandshake, now) && (l.Probe == nil || l.Probe.Up),
+			// The link-up rule of docs/probe.md.
+			up:        l.Established && (l.Probe == nil || l.Probe.Up),
 			handshake: l.LastHandshake, now: now,
 			rx: l.RxBytes, tx: l.TxBytes, probe: l.Probe,
 		})

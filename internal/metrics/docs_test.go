@@ -38,7 +38,7 @@ func TestDocsListEveryMetric(t *testing.T) {
 	a.SetAvailableBandwidth("p", 1e6)
 	a.ObserveProbe("p", probe.Sample{RTT: time.Millisecond})
 	a.SetLinkSource(func(context.Context) []api.LinkStatus {
-		return []api.LinkStatus{{Peer: "p", LastHandshake: now, Probe: lp}}
+		return []api.LinkStatus{{Peer: "p", Backend: "wireguard", Established: true, LastHandshake: now, Probe: lp}}
 	})
 	m := NewManager(func() View {
 		return View{Revision: 1, Now: now,

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/metrics/metricstest"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/probe"
@@ -36,12 +37,15 @@ func TestAgentMetrics(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	a := NewAgent()
 	a.now = func() time.Time { return now }
-	a.SetPlan(plan.Gateway{Name: "aws-gw", Site: "aws", Peers: []plan.Peer{{Gateway: "azure-gw", Site: "azure"}, {Gateway: "gcp-gw", Site: "gcp"}}})
+	a.SetPlan(plan.Gateway{Name: "aws-gw", Site: "aws", Peers: []plan.Peer{{Gateway: "azure-gw", Site: "azure"}, {Gateway: "gcp-gw", Site: "gcp"}, {Gateway: "onprem-gw", Site: "onprem"}}})
 	a.SetRevision(7)
 	links := []api.LinkStatus{
-		{Peer: "azure-gw", LastHandshake: now.Add(-30 * time.Second), RxBytes: 1000, TxBytes: 2000,
+		{Peer: "azure-gw", Backend: backend.WireGuard, Established: true, LastHandshake: now.Add(-30 * time.Second), RxBytes: 1000, TxBytes: 2000,
 			Probe: &api.LinkProbe{Up: true, Sent: 60, Lost: 3, Loss: 0.05, RTTP50: time.Millisecond, Jitter: 2 * time.Millisecond}},
-		{Peer: "gcp-gw", LastHandshake: now.Add(-30 * time.Second), Probe: &api.LinkProbe{Up: false, Sent: 5, Lost: 5, Loss: 1}},
+		{Peer: "gcp-gw", Backend: backend.WireGuard, Established: true, LastHandshake: now.Add(-30 * time.Second), Probe: &api.LinkProbe{Up: false, Sent: 5, Lost: 5, Loss: 1}},
+		// Probes answered, but the tunnel driver says the tunnel is not
+		// established: down.
+		{Peer: "onprem-gw", Backend: backend.WireGuard, Established: false, LastHandshake: now.Add(-30 * time.Second), Probe: &api.LinkProbe{Up: true, Sent: 5}},
 	}
 	a.SetLinkSource(func(context.Context) []api.LinkStatus { return links })
 	a.ObserveProbe("azure-gw", probe.Sample{RTT: 3 * time.Millisecond})
@@ -51,6 +55,7 @@ func TestAgentMetrics(t *testing.T) {
 
 	s := scrape(t, a.Handler())
 	gcp := map[string]string{"gateway": "aws-gw", "peer": "gcp-gw", "peer_site": "gcp"}
+	onprem := map[string]string{"gateway": "aws-gw", "peer": "onprem-gw", "peer_site": "onprem"}
 	for _, tc := range []struct {
 		name   string
 		labels map[string]string
@@ -58,6 +63,7 @@ func TestAgentMetrics(t *testing.T) {
 	}{
 		{"fednet_link_up", awsToAzure, 1},
 		{"fednet_link_up", gcp, 0},
+		{"fednet_link_up", onprem, 0},
 		{"fednet_link_rtt_seconds", awsToAzure, 2},
 		{"fednet_link_probes_total", map[string]string{"peer": "azure-gw", "result": "answered"}, 2},
 		{"fednet_link_probes_total", map[string]string{"peer": "azure-gw", "result": "lost"}, 1},

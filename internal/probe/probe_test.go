@@ -3,10 +3,14 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fednet/fednet/internal/await"
 )
 
 // dropConn is a PacketConn for a Responder that swallows every nth probe
@@ -161,10 +165,10 @@ func TestProberStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for p.Stats().Sent < 3 && time.Now().Before(deadline) {
-		time.Sleep(ms)
-	}
+	await.Until(t, 5*time.Second, func() (bool, string) {
+		n := p.Stats().Sent
+		return n >= 3, fmt.Sprintf("%d probes decided, want 3", n)
+	})
 	cancel()
 	select {
 	case err := <-done:
@@ -242,22 +246,14 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
-// waitCounts polls the responder's counters until they match or 5 s pass:
-// a reply can reach the prober before the responder counts it.
+// waitCounts waits until the responder's counters match: a reply can
+// reach the prober before the responder counts it.
 func waitCounts(t *testing.T, r *Responder, answered, ignored uint64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	await.Until(t, 5*time.Second, func() (bool, string) {
 		a, i := r.Counts()
-		if a == answered && i == ignored {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("responder counts = %d answered, %d ignored; want %d, %d", a, i, answered, ignored)
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return a == answered && i == ignored, fmt.Sprintf("responder counts = %d answered, %d ignored; want %d, %d", a, i, answered, ignored)
+	})
 }
 
 // cutConn is a PacketConn for a Responder that swallows every request
@@ -282,15 +278,16 @@ func (c *cutConn) ReadFrom(b []byte) (int, net.Addr, error) {
 	}
 }
 
-// TestProberFastRetry cuts the path for a while: the prober then probes
-// every Retry instead of every Interval, marks those samples Retry and
-// reaches DownAfterLost lost probes sooner, and it returns to the
+// TestProberFastRetry cuts the path until the prober sees it: it then
+// probes every Retry instead of every Interval, marks those samples Retry
+// and reaches DownAfterLost lost probes (within a few hundred ms, where the
+// 400 ms interval alone would take over a second), and it returns to the
 // Interval once a probe is answered again. Without a cut it never retries.
 func TestProberFastRetry(t *testing.T) {
 	srv := &cutConn{PacketConn: listen(t)}
 	startResponder(t, srv)
 	var mu sync.Mutex
-	var seen []Sample
+	var seen []Sample // guarded by mu
 	p, err := New(Config{Conn: listen(t), Target: srv.LocalAddr(), Interval: 400 * ms, Timeout: 300 * ms,
 		Retry: 40 * ms, Overdue: 60 * ms, OnSample: func(s Sample) { mu.Lock(); seen = append(seen, s); mu.Unlock() }})
 	if err != nil {
@@ -299,47 +296,54 @@ func TestProberFastRetry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	time.Sleep(1000 * ms) // about 3 answered probes
-	srv.set(true)
-	time.Sleep(1000 * ms)
-	srv.set(false)
-	time.Sleep(1500 * ms)
-	cancel()
-	<-done
+	defer func() { cancel(); <-done }()
+	samples := func() []Sample { mu.Lock(); defer mu.Unlock(); return slices.Clone(seen) }
 
-	mu.Lock()
-	defer mu.Unlock()
-	var beforeCut, retries, retriesLost int
-	for _, s := range seen {
-		if !s.Retry && !s.Lost && retries == 0 {
-			beforeCut++
-		}
-		if s.Retry {
-			retries++
-			if s.Lost {
-				retriesLost++
+	// Before the cut: answered probes at the interval, and no retry unless
+	// a probe was lost (a reply a loaded machine delayed past the timeout;
+	// its retry may be decided before it).
+	await.Until(t, 10*time.Second, func() (bool, string) {
+		answered := 0
+		for _, x := range samples() {
+			if !x.Lost {
+				answered++
 			}
 		}
-	}
-	// A second of cut at one probe per 400 ms is 2–3 probes; retries every
-	// 40 ms make it many more.
-	if retriesLost < DownAfterLost {
-		t.Errorf("%d lost retries during the cut (samples %v), want at least %d", retriesLost, seen, DownAfterLost)
-	}
-	for i, s := range seen[:min(beforeCut, len(seen))] {
-		if s.Retry {
-			t.Errorf("sample %d before the cut is a retry: %+v", i, s)
+		return answered >= 3, fmt.Sprintf("%d answered probes, want 3 before the cut", answered)
+	})
+	srv.set(true)
+	before := samples()
+	lost := slices.ContainsFunc(before, func(s Sample) bool { return s.Lost })
+	for i, s := range before {
+		if s.Retry && !lost {
+			t.Errorf("sample %d before the cut is a retry though no probe was lost: %+v", i, s)
 		}
 	}
-	// After the path is back, the prober returns to its interval: the
-	// last samples are answered and not retries.
-	last := seen[len(seen)-2:]
-	for _, s := range last {
-		if s.Lost || s.Retry {
-			t.Errorf("after the cut, sample %+v is lost or a retry; want the normal rhythm back", s)
+
+	// During the cut: lost retries until the link is seen down.
+	await.Until(t, 10*time.Second, func() (bool, string) {
+		s := samples()[len(before):]
+		lostRetries := 0
+		for _, x := range s {
+			if x.Retry && x.Lost {
+				lostRetries++
+			}
 		}
-	}
-	if !ProbesUp(seen) {
-		t.Error("the link should be up again")
-	}
+		return lostRetries >= DownAfterLost && !ProbesUp(samples()),
+			fmt.Sprintf("%d lost retries since the cut (samples %v), want %d and the link down", lostRetries, s, DownAfterLost)
+	})
+	srv.set(false)
+	cut := len(samples())
+
+	// After the cut: answered again, the link up, and the interval back:
+	// the last two samples are answered and not retries.
+	await.Until(t, 10*time.Second, func() (bool, string) {
+		s := samples()[cut:]
+		if len(s) < 2 {
+			return false, fmt.Sprintf("%d samples since the path came back", len(s))
+		}
+		last := s[len(s)-2:]
+		return ProbesUp(samples()) && !last[0].Lost && !last[0].Retry && !last[1].Lost && !last[1].Retry,
+			fmt.Sprintf("since the path came back %v; want the last two answered and not retries", s)
+	})
 }

@@ -102,6 +102,10 @@ type Site struct {
 	// through neighbor tunnels to the gateway (fednet host join), and the
 	// network's MTU leaves room for them.
 	Fabric Fabric `yaml:"fabric,omitempty" json:"fabric,omitempty"`
+	// Cloud names the site's cloud resources that `fednet cloud` sets up
+	// (route tables, the gateways' interfaces, the security group); see
+	// cloud.go and docs/cloud.md.
+	Cloud *Cloud `yaml:"cloud,omitempty" json:"cloud,omitempty"`
 }
 
 // Fabric is a site's kind of LAN fabric.

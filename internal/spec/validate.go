@@ -42,6 +42,7 @@ func (c *checker) validate() {
 	c.bridgePorts()
 	c.topology(sites)
 	c.egressPrices()
+	c.clouds()
 	c.lab()
 }
 

@@ -12,6 +12,7 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
 	"github.com/fednet/fednet/internal/wgdev"
 )
@@ -40,7 +41,7 @@ func started(t *testing.T, ctx context.Context) <-chan error {
 		t.Fatal(err)
 	}
 	defer wg.Close()
-	err = nstest.WaitFor(5*time.Second, func() error {
+	err = await.Poll(5*time.Second, await.NoError(func() error {
 		select {
 		case err := <-done:
 			done <- err
@@ -49,7 +50,7 @@ func started(t *testing.T, ctx context.Context) <-chan error {
 		}
 		_, err := wg.Device(ifname)
 		return err
-	})
+	}))
 	if err != nil {
 		t.Fatalf("device %s never answered: %v", ifname, err)
 	}
@@ -69,7 +70,7 @@ func waitDone(t *testing.T, done <-chan error) error {
 
 func assertGone(t *testing.T) {
 	t.Helper()
-	err := nstest.WaitFor(5*time.Second, func() error {
+	err := await.Poll(5*time.Second, await.NoError(func() error {
 		if _, err := netlink.LinkByName(ifname); err == nil {
 			return errors.New("link still exists")
 		}
@@ -77,7 +78,7 @@ func assertGone(t *testing.T) {
 			return errors.New("socket still exists")
 		}
 		return nil
-	})
+	}))
 	if err != nil {
 		t.Error(err)
 	}

@@ -2,21 +2,28 @@ package clienttest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/manager"
+	"github.com/fednet/fednet/internal/manager/store"
 )
 
 // Real is the real manager (internal/manager) serving HTTPS on 127.0.0.1
-// in the test's process, on a data directory of its own. Down and Up stop
-// and restart it on the same data directory and address, as an operator
-// restarting the manager would. Safe for concurrent use.
+// in the test's process, on a data directory of its own, behind Faults
+// (embedded: Fail, Set, OnRequest and Requests inject and count), which
+// pass every request on until told otherwise. Down and Up stop and restart
+// it on the same data directory and address, as an operator restarting the
+// manager would; the faults stay. Safe for concurrent use.
 type Real struct {
+	*Faults
 	t    testing.TB
 	dir  string
 	addr string
@@ -24,6 +31,8 @@ type Real struct {
 
 	mu    sync.Mutex
 	m     *manager.Manager
+	h     http.Handler // m's API handler, which Faults passes requests to
+	store store.Store
 	stop  func()
 	fp    string
 	admin string
@@ -34,6 +43,13 @@ type Real struct {
 func NewReal(t testing.TB) *Real {
 	t.Helper()
 	r := &Real{t: t, dir: filepath.Join(t.TempDir(), "manager"), addr: "127.0.0.1:0"}
+	// The manager of the moment: it changes across Down and Up.
+	r.Faults = NewFaults(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		h := r.h
+		r.mu.Unlock()
+		h.ServeHTTP(w, req)
+	}))
 	var mu sync.Mutex
 	done := false
 	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() })
@@ -56,9 +72,21 @@ func (r *Real) start() error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", r.addr, err)
 	}
-	m, err := manager.New(manager.Config{DataDir: r.dir, Listen: ln.Addr().String(), Logf: r.logf})
+	st, err := manager.OpenStore(context.Background(), r.dir, false)
 	if err != nil {
 		ln.Close()
+		return err
+	}
+	wrap := func(h http.Handler) http.Handler {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.h = h
+		return r.Faults
+	}
+	m, err := manager.New(manager.Config{DataDir: r.dir, Store: st, Listen: ln.Addr().String(), Logf: r.logf, Wrap: wrap})
+	if err != nil {
+		ln.Close()
+		st.Close()
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -66,7 +94,7 @@ func (r *Real) start() error {
 	go func() { done <- m.Serve(ctx, ln) }()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.addr, r.m = ln.Addr().String(), m
+	r.addr, r.m, r.store = ln.Addr().String(), m, st
 	r.fp, r.admin = m.CAFingerprint(), m.AdminToken()
 	r.stop = func() {
 		cancel()
@@ -75,6 +103,9 @@ func (r *Real) start() error {
 		}
 		if err := m.Close(); err != nil {
 			r.t.Errorf("manager Close: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			r.t.Errorf("closing the manager's store: %v", err)
 		}
 	}
 	return nil
@@ -113,12 +144,40 @@ func (r *Real) AdminToken() string {
 // DataDir is the manager's data directory.
 func (r *Real) DataDir() string { return r.dir }
 
+// Report returns gateway's last status report as the manager stored it,
+// and when it came (zero values when there is none or the manager is
+// down).
+func (r *Real) Report(gateway string) (api.StatusReport, time.Time) {
+	r.mu.Lock()
+	st, up := r.store, r.m != nil
+	r.mu.Unlock()
+	if !up {
+		return api.StatusReport{}, time.Time{}
+	}
+	reps, err := st.Reports(context.Background())
+	if err != nil {
+		r.t.Errorf("reading the manager's reports: %v", err)
+		return api.StatusReport{}, time.Time{}
+	}
+	for _, rep := range reps {
+		if rep.Gateway != gateway {
+			continue
+		}
+		var out api.StatusReport
+		if err := json.Unmarshal(rep.JSON, &out); err != nil {
+			r.t.Errorf("the stored report of %s: %v", gateway, err)
+		}
+		return out, rep.Received
+	}
+	return api.StatusReport{}, time.Time{}
+}
+
 // Down stops the manager (watches end, connections close); its state stays
 // in the data directory. Down of a stopped manager does nothing.
 func (r *Real) Down() {
 	r.mu.Lock()
 	stop := r.stop
-	r.stop = nil
+	r.stop, r.m = nil, nil
 	r.mu.Unlock()
 	if stop != nil {
 		stop()

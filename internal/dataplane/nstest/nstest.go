@@ -43,6 +43,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fednet/fednet/internal/await"
 )
 
 const (
@@ -70,18 +72,47 @@ type Netns struct {
 	WireGuardDir string
 }
 
+// tools are the programs New and Run need, with the Debian package that
+// provides each.
+var tools = []tool{
+	{"ip", "iproute2"},
+	{"unshare", "util-linux"},
+	{"mount", "mount"},
+	{"sh", "dash"},
+}
+
+// tool is a program a kernel test runs and the Debian package it comes in.
+type tool struct{ name, pkg string }
+
+// missingTools returns an error naming every one of tools that is not on
+// PATH, with the Debian packages to install; nil when all are there.
+func missingTools(tools []tool) error {
+	var missing, pkgs []string
+	for _, tl := range tools {
+		if _, err := exec.LookPath(tl.name); err != nil {
+			missing = append(missing, fmt.Sprintf("%s (Debian package %s)", tl.name, tl.pkg))
+			pkgs = append(pkgs, tl.pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("missing %s: install with `apt-get install %s`", strings.Join(missing, ", "), strings.Join(pkgs, " "))
+}
+
 // New creates a fresh network namespace named fn-dp-<random> with its
-// loopback up. It skips t when not running as root. The namespace is deleted
-// in t.Cleanup after any process left in it is killed.
+// loopback up. Not as root it skips t, saying so. As root (CI) every
+// kernel test must run, so a missing tool (ip, unshare, mount, sh) fails
+// t, naming the Debian packages to install, instead of skipping. The
+// namespace is deleted in t.Cleanup after any process left in it is
+// killed.
 func New(t testing.TB) *Netns {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
+		t.Skip("needs root: creates network namespaces (CI runs as root)")
 	}
-	for _, tool := range []string{"ip", "unshare", "sh", "mount"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s: %v", tool, err)
-		}
+	if err := missingTools(tools); err != nil {
+		t.Fatalf("kernel test %s cannot run: %v", t.Name(), err)
 	}
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -191,28 +222,24 @@ func (n *Netns) cleanup(t testing.TB) {
 	// A process may be on its way out (a userspace WireGuard device whose
 	// interface was just deleted): give it a moment.
 	var pids []int
-	err := WaitFor(3*time.Second, func() error {
-		var err error
-		pids, err = n.Pids()
-		if err == nil && len(pids) > 0 {
-			err = fmt.Errorf("%d processes left", len(pids))
-		}
-		return err
+	var listErr error
+	_ = await.Poll(3*time.Second, func() (bool, string) {
+		pids, listErr = n.Pids()
+		return listErr == nil && len(pids) == 0, fmt.Sprintf("%d processes left", len(pids))
 	})
-	if err != nil && len(pids) == 0 && !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("listing processes in %s: %v", n.Name, err)
+	if listErr != nil && !errors.Is(listErr, os.ErrNotExist) {
+		t.Errorf("listing processes in %s: %v", n.Name, listErr)
 	}
 	for _, pid := range pids {
 		t.Errorf("process %d (%s) was left in %s; killing it", pid, cmdline(pid), n.Name)
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if len(pids) > 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			if left, _ := n.Pids(); len(left) == 0 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if err := await.Poll(5*time.Second, func() (bool, string) {
+			left, _ := n.Pids()
+			return len(left) == 0, fmt.Sprintf("processes %v still in %s after SIGKILL", left, n.Name)
+		}); err != nil {
+			t.Error(err)
 		}
 	}
 	if out, err := exec.Command("ip", "netns", "del", n.Name).CombinedOutput(); err != nil {
@@ -232,26 +259,10 @@ func indent(s string) string {
 	return "\t" + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n\t")
 }
 
-// WaitFor polls cond every 20ms until it returns nil or timeout passes, and
-// returns cond's last error.
-func WaitFor(timeout time.Duration, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // PidGone waits up to timeout for process pid to exit (and be reaped) and
 // reports whether it did.
 func PidGone(pid int, timeout time.Duration) bool {
-	return WaitFor(timeout, func() error {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return nil
-		}
-		return fmt.Errorf("process %d is alive", pid)
+	return await.Poll(timeout, func() (bool, string) {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH), fmt.Sprintf("process %d is alive", pid)
 	}) == nil
 }

@@ -1,12 +1,17 @@
 // Package store persists the manager's state: spec revisions, the
 // generation counter, join tokens, enrolled gateways, hosts joined through
-// neighbor tunnels and every gateway's current plan. Store is the interface the manager uses; SQLite is the
-// embedded implementation (a file in the manager's data directory), and a
-// second backend (etcd, for several managers) can implement the same
-// contracts later.
+// neighbor tunnels, every gateway's current plan and the gateways' last
+// status reports. Store is the interface the manager uses; SQLite is the
+// embedded implementation (a file in the manager's data directory). The
+// contracts are written so that a second backend (etcd: revisions,
+// compares in transactions, watches) can implement them for several
+// managers sharing one store: every change is announced through Watch to
+// every manager on the store, not only to the one that made it.
 //
 // The store holds data, not policy: it never parses specs or computes plans.
-// It stores only hashes of secrets (join token secrets, gateway credentials).
+// It stores only hashes of secrets (join token secrets, gateway and host
+// credentials). Package storetest is the conformance suite every
+// implementation must pass.
 package store
 
 import (
@@ -26,7 +31,8 @@ var (
 	// ErrExists: a token with that id or secret hash is already stored.
 	ErrExists = errors.New("already exists")
 	// ErrConflict: a Change's precondition failed (its revision number is
-	// not the next one, or its generation does not increase).
+	// not the next one, or its generation does not increase): another
+	// writer got there first. Read the state again (Watch) and retry.
 	ErrConflict = errors.New("conflicting change")
 	// ErrTokenUsed, ErrTokenExpired and ErrTokenRevoked: a Change's UseToken
 	// named a token that may not be used any more.
@@ -35,6 +41,15 @@ var (
 	ErrTokenRevoked = errors.New("join token revoked")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrNoDatabase: an opener was asked not to create a new database and
+	// the file is missing or empty (see SQLiteConfig.Create).
+	ErrNoDatabase = errors.New("no database")
+	// ErrLocked: another process (or another open in this one) holds the
+	// database.
+	ErrLocked = errors.New("database in use")
+	// ErrDamaged: the database file is damaged (not a database, or failing
+	// the store's check).
+	ErrDamaged = errors.New("damaged database")
 )
 
 // Hash is the SHA-256 of a secret. The store never sees secrets themselves.
@@ -63,6 +78,10 @@ type Token struct {
 	// Site and Network are set on a host token (Gateway empty): it lets
 	// one host join that bridged network through a neighbor tunnel.
 	Site, Network string
+	// Replaces, on a host token, names a joined host that a join with this
+	// token may replace (the operator's explicit consent); empty: the
+	// joining host's name must be new.
+	Replaces string
 }
 
 // IsHost reports whether t is a host token.
@@ -119,6 +138,15 @@ type Plan struct {
 	JSON []byte
 }
 
+// Report is a gateway's last status report, kept as the agent sent it.
+type Report struct {
+	Gateway string
+	// JSON is the api.StatusReport the manager accepted.
+	JSON []byte
+	// Received is when the manager got it (its clock).
+	Received time.Time
+}
+
 // UseToken asks a Change to consume a join token.
 type UseToken struct {
 	SecretHash Hash
@@ -127,7 +155,9 @@ type UseToken struct {
 }
 
 // Change is a set of writes that Commit applies atomically: all of them or
-// none.
+// none. A Change that writes a revision, gateway, host or plan (or deletes
+// one) must set Generation, so that watchers learn about it; Commit
+// refuses one that does not.
 type Change struct {
 	// Spec, when set, is stored as the next revision. Its Number must be
 	// one more than the current revision's (1 for the first), else Commit
@@ -152,17 +182,51 @@ type Change struct {
 	// DeletePlans names gateways whose plan is dropped (no error when there
 	// is none).
 	DeletePlans []string
+	// DeleteReports names gateways whose status report is dropped (no
+	// error when there is none).
+	DeleteReports []string
 	// Generation, when not 0, is the new value of the generation counter;
 	// it must be greater than the current value, else ErrConflict.
 	Generation int64
 }
 
+// writesState reports whether c changes what Watch announces.
+func (c Change) writesState() bool {
+	return c.Spec != nil || len(c.Gateways) > 0 || len(c.Hosts) > 0 || len(c.DeleteHosts) > 0 || len(c.Plans) > 0 || len(c.DeletePlans) > 0
+}
+
+// Event is what Watch returns: the state that the Commits after a
+// generation changed, as it is at Generation.
+type Event struct {
+	// Generation is the generation counter the event brings the watcher
+	// to: every Commit up to it is in the event.
+	Generation int64
+	// Reset says the event holds the whole state (Watch with after < 0, or
+	// a store whose history no longer reaches back to after): Gateways,
+	// Hosts and Plans list everything there is, and whatever they do not
+	// list is gone. Deleted lists are then empty.
+	Reset bool
+	// Spec is the current revision when a revision was stored after
+	// after (with Reset: whenever there is one); nil otherwise.
+	Spec *Revision
+	// Gateways, Hosts and Plans are the current values of those stored
+	// after after, by name.
+	Gateways []Gateway
+	Hosts    []Host
+	Plans    []Plan
+	// DeletedHosts and DeletedPlans name those deleted after after (and
+	// not stored again since), sorted.
+	DeletedHosts []string
+	DeletedPlans []string
+}
+
 // Store persists the manager's state.
 //
-// Every method is safe for concurrent use. Reads see every Commit that
-// returned before they started, and never half of one. Returned values are
-// copies the caller may keep and modify. After Close every method returns
-// ErrClosed.
+// Every method is safe for concurrent use, also by several managers on one
+// store. Reads see every Commit that returned before they started, and
+// never half of one. Returned values are copies the caller may keep and
+// modify. After Close every method returns ErrClosed, and Watch calls
+// waiting at the time return it too.
 type Store interface {
 	// Spec returns the current (highest) revision, or ErrNotFound when no
 	// spec was ever stored.
@@ -198,6 +262,22 @@ type Store interface {
 	// Concurrent Commits are serialized.
 	Commit(ctx context.Context, c Change) error
 
-	// Close releases the store. It is safe to call more than once.
+	// Watch returns what changed after generation after, as soon as the
+	// generation counter is above it: at once when it already is, else
+	// when a Commit (by any writer on the store) raises it, or ctx's error
+	// when ctx ends first. With after < 0 it returns the whole state at
+	// once (Event.Reset), read consistently at one generation.
+	Watch(ctx context.Context, after int64) (Event, error)
+
+	// PutReport stores a gateway's status report, replacing its previous
+	// one. Reports are frequent (every few seconds per gateway) and
+	// ephemeral: a store may trade durability for speed here (a crash may
+	// lose the last seconds of reports), never for atomicity.
+	PutReport(ctx context.Context, r Report) error
+	// Reports returns every stored report, by gateway.
+	Reports(ctx context.Context) ([]Report, error)
+
+	// Close releases the store (and, for SQLite, its lock on the file).
+	// It is safe to call more than once.
 	Close() error
 }
