@@ -253,9 +253,13 @@ func preview(u *update, cur *state) (result, error) {
 	var computed []plan.Gateway
 	if next.fed != nil {
 		var err error
-		if computed, err = plan.Compute(next.fed, inputs(next.gateways, next.hosts)); err != nil {
+		in := inputs(next.gateways, next.hosts)
+		if computed, err = plan.Compute(next.fed, in); err != nil {
 			return res, &planError{err}
 		}
+		// Every plan carries the federation and the inputs, so that its
+		// agent can plan the failures it detects (docs/resilience.md).
+		plan.AttachLocal(computed, next.fed, in)
 	}
 	gen := cur.gen + 1
 	plans := map[string]planEntry{}
