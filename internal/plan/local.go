@@ -32,11 +32,11 @@ type Local struct {
 
 // LocalHost is a Host in a plan's JSON.
 type LocalHost struct {
-	Name    string `json:"name"`
-	Site    string `json:"site"`
-	Network string `json:"network"`
+	Name    string     `json:"name"`
+	Site    string     `json:"site"`
+	Network string     `json:"network"`
 	Address netip.Addr `json:"address"`
-	Slot    int    `json:"slot"`
+	Slot    int        `json:"slot"`
 }
 
 // NewLocal returns the Local of f planned with in; Down and LinksDown are
