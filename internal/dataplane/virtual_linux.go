@@ -139,3 +139,14 @@ func gratuitousARP(link netlink.Link, addr netip.Addr) error {
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// HoldsVirtual reports whether this machine holds lan's virtual address
+// (an agent that restarts on the active gateway finds it there). A site
+// with one gateway holds nothing extra: false.
+func HoldsVirtual(lan plan.LAN) (bool, error) {
+	if !lan.Address.IsValid() || !lan.Virtual.IsValid() || lan.Virtual.Addr() == lan.Address.Addr() {
+		return false, nil
+	}
+	_, held, err := lanLink(lan.Address.Addr(), lan.Virtual.Addr())
+	return held, err
+}
