@@ -145,11 +145,11 @@ type target struct {
 
 // State is one gateway's view. Not safe for concurrent use.
 type State struct {
-	cfg   Config
-	site  string
-	sites map[string][]string // gateway names by site, spec order
+	cfg    Config
+	site   string
+	sites  map[string][]string // gateway names by site, spec order
 	siteOf map[string]string
-	start time.Time
+	start  time.Time
 	// tunnel and lan targets by gateway name.
 	tunnel, lan map[string]*target
 	entries     map[string]Entry     // by origin, the newest seen
