@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	loop, err := NewLoop(LoopConfig{
-		Source: newHASource(src, cfg.HA, cfg.Logf), Dataplane: cfg.Dataplane, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
+		Source: newHASource(src, cfg.HA, cfg.Metrics, cfg.Logf), Dataplane: cfg.Dataplane, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
 		Metrics: cfg.Metrics, Logf: cfg.Logf,
 	})
 	if err != nil {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/ha"
+	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -36,9 +39,11 @@ type HAConfig struct {
 // the plan (plan.ForGateway over the plan's Local) whenever the decision
 // changes. A plan without Local passes unchanged.
 type haSource struct {
-	inner Source
-	cfg   HAConfig
-	logf  func(string, ...any)
+	inner   Source
+	cfg     HAConfig
+	logf    func(string, ...any)
+	metrics *metrics.Agent
+	routes  string // the routes of the plan last delivered; guarded by seq
 
 	seq sync.Mutex // serializes deciding and delivering
 
@@ -58,14 +63,14 @@ type haTarget struct {
 	lan     bool
 }
 
-func newHASource(inner Source, cfg HAConfig, logf func(string, ...any)) Source {
+func newHASource(inner Source, cfg HAConfig, m *metrics.Agent, logf func(string, ...any)) Source {
 	if cfg.Off {
 		return inner
 	}
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &haSource{inner: inner, cfg: cfg, logf: logf, kick: make(chan struct{}, 1)}
+	return &haSource{inner: inner, cfg: cfg, logf: logf, metrics: m, kick: make(chan struct{}, 1)}
 }
 
 // Run implements Source.
@@ -111,7 +116,23 @@ func (h *haSource) fromInner(u Update) Result {
 	if why != "" {
 		out.Why = u.Why + " (" + why + ")"
 	}
+	h.noteRoutes(p, out.Why)
 	return h.deliver(out)
+}
+
+// noteRoutes logs and counts a path change when p's routes differ from
+// those of the plan delivered before (not at the first plan).
+func (h *haSource) noteRoutes(p plan.Gateway, why string) {
+	var b strings.Builder
+	for _, r := range p.Routes {
+		fmt.Fprintf(&b, "%s via %s, ", r.Destination, r.Via)
+	}
+	routes := strings.TrimSuffix(b.String(), ", ")
+	if h.routes != "" && routes != h.routes {
+		h.logf("failover: path change (%s): routes %s", why, routes)
+		h.metrics.PathChange()
+	}
+	h.routes = routes
 }
 
 // redeliver puts the plan of the current decision in force.
@@ -131,6 +152,7 @@ func (h *haSource) redeliver() {
 	if why == "" {
 		u.Why = "failover: back to the plan as planned"
 	}
+	h.noteRoutes(p, u.Why)
 	h.deliver(u)
 }
 
@@ -259,6 +281,9 @@ func (h *haSource) monitor(ctx context.Context) {
 		h.mu.Unlock()
 		for _, e := range events {
 			h.logf("failover: %s", e)
+			if strings.HasPrefix(e, "active (epoch") {
+				h.metrics.Failover()
+			}
 		}
 		if hello != nil {
 			for a := range targets {

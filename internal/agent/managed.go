@@ -116,7 +116,7 @@ func RunManaged(ctx context.Context, cfg ManagedConfig) error {
 	}
 	defer unlock()
 	loop, err := NewLoop(LoopConfig{
-		Source: newHASource(s, cfg.HA, s.logf), Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
+		Source: newHASource(s, cfg.HA, cfg.Metrics, s.logf), Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
 		Metrics: cfg.Metrics, LinkChanged: s.poke, Logf: s.logf,
 	})
 	if err != nil {
