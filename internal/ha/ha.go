@@ -437,7 +437,30 @@ func (s *State) Tick(now time.Time, named string) Decision {
 			d.LinksDown[p] = true
 		}
 	}
+	// The hold-down keeps traffic on another path; a link to a site that
+	// has no other (the site was down as a whole, e.g. a relay's machine)
+	// comes back as soon as it answers.
+	for p, t := range s.links {
+		if !t.heldDown || now.Sub(t.last) > s.detect() {
+			continue
+		}
+		if s.isolated(p.A, d.LinksDown) || s.isolated(p.B, d.LinksDown) {
+			t.heldDown = false
+			delete(d.LinksDown, p)
+			s.events = append(s.events, fmt.Sprintf("link %s<->%s up again: no other path to hold traffic on", p.A, p.B))
+		}
+	}
 	return d
+}
+
+// isolated reports whether every enabled link of site is down.
+func (s *State) isolated(site string, down map[plan.SitePair]bool) bool {
+	for other := range s.sites {
+		if other != site && s.cfg.Federation.LinkEnabled(site, other) && !down[plan.Pair(site, other)] {
+			return false
+		}
+	}
+	return true
 }
 
 // hold applies the hold-down to a judged target: it returns true while t

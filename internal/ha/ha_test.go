@@ -343,3 +343,22 @@ func TestRelayDown(t *testing.T) {
 		}
 	}
 }
+
+// A relay's site comes back: its links carry traffic as soon as they
+// answer, not after the hold-down (there was no other path to hold it on).
+func TestIsolatedSiteBackAtOnce(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.dead["aws-gw"] = true
+	s.run(2 * time.Second)
+	s.dead["aws-gw"] = false
+	s.start("aws-gw", false)
+	s.run(time.Second)
+	for _, g := range s.names {
+		for p := range s.dec[g].LinksDown {
+			if p.A == "aws-eu" || p.B == "aws-eu" {
+				t.Errorf("%s still holds %v down a second after aws-eu came back", g, p)
+			}
+		}
+	}
+}
