@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -165,7 +166,11 @@ func (r *runner) prepareLink(ctx context.Context, name string) (*instance, error
 		return nil, err
 	}
 	ga, gb := r.siteGateway(plans, a), r.siteGateway(plans, b)
-	in := &instance{target: ga.Name + "<->" + gb.Name, blast: Blast{Links: []plan.SitePair{plan.Pair(a, b)}}}
+	failed, err := r.plansWith(active, plan.Inputs{}.WithLinkDown(a, b))
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{target: ga.Name + "<->" + gb.Name, blast: Blast{Links: []plan.SitePair{plan.Pair(a, b)}, Networks: rebuilt(plans, failed)}}
 	if in.client, in.server, err = r.transferHosts(a, b); err != nil {
 		return nil, err
 	}
@@ -313,4 +318,28 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-timer.C:
 		return nil
 	}
+}
+
+// rebuilt returns the bridged networks whose VXLAN ports differ between
+// two sets of plans on some gateway: moving a network's frames onto its
+// relay tree rebuilds its ports at every member, so all its pairs notice.
+func rebuilt(before, after map[string]plan.Gateway) []string {
+	var out []string
+	for name, g := range before {
+		for _, b := range g.Bridges {
+			var other *plan.Bridge
+			for i, a := range after[name].Bridges {
+				if a.Network == b.Network {
+					other = &after[name].Bridges[i]
+				}
+			}
+			if (other == nil || !slices.EqualFunc(b.VXLANs, other.VXLANs, func(x, y plan.VXLAN) bool {
+				return x.Name == y.Name && x.UDPPort == y.UDPPort && slices.Equal(x.Remotes, y.Remotes)
+			})) && !slices.Contains(out, b.Network) {
+				out = append(out, b.Network)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -406,7 +406,11 @@ func probePairs(l *lab.Lab, f *spec.Federation, bridged []lab.BridgedNetwork) ([
 // plans computes the plans of the spec the agents run with active as the
 // HA site's active gateway (the planner's choice when nil).
 func (r *runner) plans(active *lab.Node) (map[string]plan.Gateway, error) {
-	in := plan.Inputs{}
+	return r.plansWith(active, plan.Inputs{})
+}
+
+// plansWith is plans with the failures of in as inputs.
+func (r *runner) plansWith(active *lab.Node, in plan.Inputs) (map[string]plan.Gateway, error) {
 	if active != nil {
 		in = in.WithActive(active.Site, active.Name)
 	}

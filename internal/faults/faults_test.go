@@ -316,3 +316,20 @@ func TestConfigDefaults(t *testing.T) {
 		}
 	}
 }
+
+// Cutting a link of the bridged network's full mesh moves the network onto
+// a relay tree: every pair of it is concerned. A link outside the network
+// (gcp-ew is no member; lab's two links are its tree's) rebuilds nothing.
+func TestRebuiltNetworks(t *testing.T) {
+	before := haPlans(t, plan.Inputs{})
+	if got := rebuilt(before, haPlans(t, plan.Inputs{}.WithLinkDown("aws-eu", "azure-we"))); !slices.Equal(got, []string{"lan"}) {
+		t.Errorf("aws-eu <-> azure-we down rebuilds %v, want [lan]", got)
+	}
+	if got := rebuilt(before, haPlans(t, plan.Inputs{}.WithLinkDown("gcp-ew", "aws-eu"))); len(got) != 0 {
+		t.Errorf("gcp-ew <-> aws-eu down rebuilds %v, want none", got)
+	}
+	b := Blast{Networks: []string{"lan"}}
+	if !b.Concerned(Pair{Network: "lan", FromSite: "aws-eu", ToSite: "lab"}, nil, nil) || b.Concerned(routed("a", "aws-eu", "b", "lab", "10.5.0.10"), nil, nil) {
+		t.Error("Blast.Networks concerns the bridged pairs of the network, and only those")
+	}
+}

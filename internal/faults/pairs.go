@@ -30,6 +30,10 @@ type Blast struct {
 	Gateways []string
 	Links    []plan.SitePair
 	Sites    []string
+	// Networks are bridged networks whose VXLAN ports the fault's
+	// rerouting rebuilds (a link of a full mesh goes, the network moves
+	// onto a relay tree): all their pairs are concerned.
+	Networks []string
 }
 
 // Path returns the gateways a pair's packets cross, in order, as plans
@@ -129,6 +133,9 @@ func bridgedPath(plans map[string]plan.Gateway, p Pair) ([]string, error) {
 // cross the gateways path (see Path); site gives each gateway's site.
 func (b Blast) Concerned(p Pair, path []string, site func(gateway string) string) bool {
 	if slices.Contains(b.Sites, p.FromSite) || slices.Contains(b.Sites, p.ToSite) {
+		return true
+	}
+	if p.Network != "" && slices.Contains(b.Networks, p.Network) {
 		return true
 	}
 	for i, g := range path {
