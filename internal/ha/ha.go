@@ -140,6 +140,7 @@ type target struct {
 	last       time.Time // last answer
 	upSince    time.Time // answering continuously since (zero while dead)
 	heldDown   bool      // judged dead and not yet held up for HoldDown
+	isolated   bool      // a link held while a site at its end had no other
 	downReason string
 }
 
@@ -441,10 +442,18 @@ func (s *State) Tick(now time.Time, named string) Decision {
 	// has no other (the site was down as a whole, e.g. a relay's machine)
 	// comes back as soon as it answers.
 	for p, t := range s.links {
-		if !t.heldDown || now.Sub(t.last) > s.detect() {
+		if !t.heldDown {
+			t.isolated = false
 			continue
 		}
-		if s.isolated(p.A, d.LinksDown) || s.isolated(p.B, d.LinksDown) {
+		// Remembered while the link is held: the first gateway to let its
+		// link up breaks the isolation the others would see.
+		t.isolated = t.isolated || s.isolated(p.A, d.LinksDown) || s.isolated(p.B, d.LinksDown)
+		if now.Sub(t.last) > s.detect() {
+			continue
+		}
+		if t.isolated {
+			t.isolated = false
 			t.heldDown = false
 			delete(d.LinksDown, p)
 			s.events = append(s.events, fmt.Sprintf("link %s<->%s up again: no other path to hold traffic on", p.A, p.B))
