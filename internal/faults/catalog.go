@@ -231,7 +231,7 @@ func (r *runner) prepareRelay(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{target: relay.Name, blast: Blast{Gateways: []string{relay.Name}, Sites: []string{relay.Site}, Networks: rebuilt(plans, failed)}}
+	in := &instance{target: relay.Name, blast: Blast{Gateways: []string{relay.Name}, Sites: []string{relay.Site}, SitesDown: []string{relay.Site}, Networks: rebuilt(plans, failed)}}
 	if in.client, in.server, err = r.transferHosts(a, b); err != nil {
 		return nil, err
 	}

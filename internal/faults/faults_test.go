@@ -141,7 +141,7 @@ func TestMeasure(t *testing.T) {
 		probeLog("x............x..............."), // unconcerned: 1 lost after the injection
 	}
 	var res Result
-	recovered, ok := measure(&res, logs, pairs, []bool{true, true, false}, ms(50), ms(120))
+	recovered, ok := measure(&res, logs, pairs, []bool{true, true, false}, nil, ms(50), ms(120))
 	if !ok || recovered != ms(190) {
 		t.Fatalf("recovered at %v %v, want 190ms", recovered, ok)
 	}
@@ -161,15 +161,22 @@ func TestMeasure(t *testing.T) {
 
 	// A pair that never answers again: not recovered.
 	res = Result{}
-	if _, ok := measure(&res, []lab.ProbeLog{probeLog("....xxxx")}, pairs[:1], []bool{true}, 0, ms(50)); ok || res.Recovered {
+	if _, ok := measure(&res, []lab.ProbeLog{probeLog("....xxxx")}, pairs[:1], []bool{true}, nil, 0, ms(50)); ok || res.Recovered {
 		t.Error("recovered with the last probes lost")
 	}
 	// No pair concerned: every pair is measured, and every pair is an
 	// unconcerned one too.
 	res = Result{}
-	measure(&res, logs[2:], pairs[2:], []bool{false}, 0, 0)
+	measure(&res, logs[2:], pairs[2:], []bool{false}, nil, 0, 0)
 	if res.Pairs != 1 || res.Lost != 2 || res.UnconcernedLost != 2 {
 		t.Errorf("no pair concerned: %+v", res)
+	}
+	// A pair of a site the fault takes down is measured apart: its
+	// outage does not count in the fault's.
+	res = Result{}
+	measure(&res, logs, pairs, []bool{true, true, false}, []bool{false, true, false}, ms(50), ms(120))
+	if res.Pairs != 1 || res.Lost != 5 || res.OutageMs != 60 || res.SiteDownPairs != 1 || res.SiteDownLost != 9 || res.SiteDownOutageMs != 100 || res.UnconcernedLost != 1 {
+		t.Errorf("a pair of a failed site: %+v", res)
 	}
 }
 

@@ -77,8 +77,8 @@ func TestShortSuite(t *testing.T) {
 			t.Errorf("%s: target %q, path %q, manager %q", r.Name, r.Target, r.Path, r.Manager)
 		case r.Sent == 0 || r.Lost < 0 || r.Lost > r.Sent || r.OutageMs < 0 || r.UnconcernedLost > r.UnconcernedSent:
 			t.Errorf("%s: %d sent, %d lost, outage %v ms, unconcerned %d of %d lost: inconsistent", r.Name, r.Sent, r.Lost, r.OutageMs, r.UnconcernedLost, r.UnconcernedSent)
-		case r.Pairs+r.UnconcernedPairs != rep.Pairs:
-			t.Errorf("%s: %d concerned and %d unconcerned pairs of %d", r.Name, r.Pairs, r.UnconcernedPairs, rep.Pairs)
+		case r.Pairs+r.SiteDownPairs+r.UnconcernedPairs != rep.Pairs:
+			t.Errorf("%s: %d concerned, %d of a failed site and %d unconcerned pairs of %d", r.Name, r.Pairs, r.SiteDownPairs, r.UnconcernedPairs, rep.Pairs)
 		case !r.Recovered || r.RecoveredS < 0:
 			t.Errorf("%s: recovered %v (%v s): every pair must answer again after the repair", r.Name, r.Recovered, r.RecoveredS)
 		case r.UnconcernedLost != 0:

@@ -13,7 +13,10 @@ import (
 // start. Losses count from the injection on. It returns when every pair
 // answered again after the repair (ok false when some pair does not answer
 // at the end of its log).
-func measure(res *Result, logs []lab.ProbeLog, pairs []Pair, concerned []bool, inject, repair time.Duration) (recovered time.Duration, ok bool) {
+//
+// down, when not nil, marks the concerned pairs of a site the fault takes
+// down as a whole: they go into the SiteDown figures instead.
+func measure(res *Result, logs []lab.ProbeLog, pairs []Pair, concerned, down []bool, inject, repair time.Duration) (recovered time.Duration, ok bool) {
 	anyConcerned := false
 	for _, c := range concerned {
 		anyConcerned = anyConcerned || c
@@ -26,7 +29,12 @@ func measure(res *Result, logs []lab.ProbeLog, pairs []Pair, concerned []bool, i
 			w = g.Between(inject, g.Probes[n-1].Sent+1)
 		}
 		lost, out := w.Lost(), w.Outage()
-		if concerned[i] || !anyConcerned {
+		switch {
+		case concerned[i] && down != nil && down[i]:
+			res.SiteDownPairs++
+			res.SiteDownLost += lost
+			res.SiteDownOutageMs = max(res.SiteDownOutageMs, millis(out))
+		case concerned[i] || !anyConcerned:
 			res.Pairs++
 			res.Sent += len(w.Probes)
 			res.Lost += lost

@@ -34,6 +34,14 @@ type Blast struct {
 	// rerouting rebuilds (a link of a full mesh goes, the network moves
 	// onto a relay tree): all their pairs are concerned.
 	Networks []string
+	// SitesDown are sites the fault takes down as a whole (also in
+	// Sites): their pairs are measured apart (Result.SiteDown*).
+	SitesDown []string
+}
+
+// down reports whether pair p has a host at a site b takes down.
+func (b Blast) down(p Pair) bool {
+	return slices.Contains(b.SitesDown, p.FromSite) || slices.Contains(b.SitesDown, p.ToSite)
 }
 
 // Path returns the gateways a pair's packets cross, in order, as plans

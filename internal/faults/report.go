@@ -54,6 +54,13 @@ type Result struct {
 	UnconcernedPairs int `json:"unconcerned_pairs"`
 	UnconcernedSent  int `json:"unconcerned_sent"`
 	UnconcernedLost  int `json:"unconcerned_lost"`
+	// SiteDown* are the pairs with a host at a site the fault takes down
+	// as a whole (relay-down: the relay's own site, whose only gateway
+	// fails): they cannot answer until the repair, so they stay out of
+	// Sent, Lost and OutageMs, which measure how the rest heals.
+	SiteDownPairs    int     `json:"site_down_pairs,omitempty"`
+	SiteDownLost     int     `json:"site_down_lost,omitempty"`
+	SiteDownOutageMs float64 `json:"site_down_outage_ms,omitempty"`
 	// LinkChanges counts the link state changes a flap made; PathChanges
 	// the path changes the agents reported meanwhile (nil: not counted).
 	LinkChanges int  `json:"link_changes,omitempty"`
@@ -200,6 +207,9 @@ func Line(r Result, checks []Check) string {
 	}
 	s := fmt.Sprintf("%s %-28s %-22s %5d sent %5d lost, outage %6.0f ms, %s, %s; unconcerned pairs lost %d of %d (manager %s)",
 		mark, r.Name, r.Target, r.Sent, r.Lost, r.OutageMs, tcp, rec, r.UnconcernedLost, r.UnconcernedSent, r.Manager)
+	if r.SiteDownPairs > 0 {
+		s += fmt.Sprintf("; the failed site's %d pairs lost %d, outage %.0f ms", r.SiteDownPairs, r.SiteDownLost, r.SiteDownOutageMs)
+	}
 	if r.Name == LinkFlap {
 		changes := "?"
 		if r.PathChanges != nil {

@@ -116,7 +116,14 @@ func (r *runner) run(ctx context.Context, name string) Result {
 		return res
 	}
 	start := prober.Start()
-	recoveredAt, ok := measure(&res, probeLogs, r.pairs, concerned, injected.Sub(start), repaired.Sub(start))
+	var down []bool
+	if len(in.blast.SitesDown) > 0 {
+		down = make([]bool, len(r.pairs))
+		for i, p := range r.pairs {
+			down[i] = in.blast.down(p)
+		}
+	}
+	recoveredAt, ok := measure(&res, probeLogs, r.pairs, concerned, down, injected.Sub(start), repaired.Sub(start))
 	if verifyErr != nil {
 		res.Recovered = false
 		res.Error = joinMsg(res.Error, verifyErr.Error())
