@@ -44,6 +44,8 @@ type haSource struct {
 	logf    func(string, ...any)
 	metrics *metrics.Agent
 	routes  string // the routes of the plan last delivered; guarded by seq
+	// quiet leaves the sockets closed (unit tests: no packet leaves).
+	quiet bool
 
 	seq sync.Mutex // serializes deciding and delivering
 
@@ -83,7 +85,12 @@ func (h *haSource) Run(ctx context.Context, deliver Deliver) error {
 	defer wg.Wait()
 	defer cancel()
 	wg.Add(2)
-	go func() { defer wg.Done(); h.monitor(ctx) }()
+	go func() {
+		defer wg.Done()
+		if !h.quiet {
+			h.monitor(ctx)
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		for {
