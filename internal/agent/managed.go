@@ -32,6 +32,8 @@ const (
 // manager, then watches and applies the plan the manager computes for its
 // gateway.
 type ManagedConfig struct {
+	// HA configures failover (docs/resilience.md); on unless HA.Off.
+	HA HAConfig
 	// DataDir holds the agent's state (see KeyFile, CredentialFile,
 	// PlanFile); created with mode 0700. Required.
 	DataDir string
@@ -116,7 +118,7 @@ func RunManaged(ctx context.Context, cfg ManagedConfig) error {
 	}
 	defer unlock()
 	loop, err := NewLoop(LoopConfig{
-		Source: s, Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
+		Source: newHASource(s, cfg.HA, cfg.Metrics, s.logf), Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
 		Metrics: cfg.Metrics, LinkChanged: s.poke, Logf: s.logf,
 	})
 	if err != nil {

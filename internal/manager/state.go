@@ -243,10 +243,14 @@ func computePlans(st *state) (map[string]plan.Gateway, map[string]store.Hash, er
 	if st.fed == nil {
 		return plans, sums, nil
 	}
-	computed, err := plan.Compute(st.fed, inputs(st.gateways, st.hosts))
+	in := inputs(st.gateways, st.hosts)
+	computed, err := plan.Compute(st.fed, in)
 	if err != nil {
 		return nil, nil, err
 	}
+	// Every plan carries the federation and the inputs, so that its agent
+	// can plan the failures it detects (docs/resilience.md).
+	plan.AttachLocal(computed, st.fed, in)
 	hashes := make([]store.Hash, len(computed))
 	parallel(len(computed), func(i int) { hashes[i] = plandelta.Sum(computed[i]) })
 	for i, g := range computed {
