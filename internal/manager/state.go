@@ -28,6 +28,10 @@ type state struct {
 	gateways map[string]store.Gateway
 	hosts    map[string]store.Host
 	plans    map[string]planEntry
+	// local is the Local every plan of plans carries (equal in content
+	// where not the same value: a plan's sum covers its Local), encoded
+	// once; nil when there are no plans.
+	local *localVersion
 }
 
 // planEntry is a gateway's plan: its stored record (generation, revision,
@@ -60,11 +64,15 @@ func encodeDeltas(st *state, names []string) {
 	}
 	parallel(len(todo), func(i int) {
 		e := todo[i]
-		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested)
+		// Encoded ahead in the variant agents of this version take.
+		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withLocal, st.local)
 	})
 	for _, e := range todo {
 		e.prev = nil
 		st.plans[e.Gateway] = e
+	}
+	if st.local != nil {
+		st.local.forgetBases()
 	}
 }
 
@@ -236,19 +244,30 @@ func planned(ev store.Event) bool {
 	return ev.Reset || ev.Spec != nil || len(ev.Gateways)+len(ev.Hosts)+len(ev.DeletedHosts)+len(ev.Plans) > 0
 }
 
-// computePlans computes every plan of st and their sums.
+// computePlans computes every plan of st and their sums, and sets
+// st.local to the Local they carry.
 func computePlans(st *state) (map[string]plan.Gateway, map[string]store.Hash, error) {
 	plans := map[string]plan.Gateway{}
 	sums := map[string]store.Hash{}
 	if st.fed == nil {
 		return plans, sums, nil
 	}
-	computed, err := plan.Compute(st.fed, inputs(st.gateways, st.hosts))
+	in := inputs(st.gateways, st.hosts)
+	computed, err := plan.Compute(st.fed, in)
 	if err != nil {
 		return nil, nil, err
 	}
+	// Every plan carries the federation and the inputs, so that its agent
+	// can plan the failures it detects (docs/resilience.md).
+	plan.AttachLocal(computed, st.fed, in)
+	st.local = nil
+	if len(computed) > 0 {
+		if st.local, err = newLocalVersion(computed[0].Local); err != nil {
+			return nil, nil, err
+		}
+	}
 	hashes := make([]store.Hash, len(computed))
-	parallel(len(computed), func(i int) { hashes[i] = plandelta.Sum(computed[i]) })
+	parallel(len(computed), func(i int) { hashes[i] = plandelta.SumWithLocal(computed[i], st.local.sum) })
 	for i, g := range computed {
 		plans[g.Name], sums[g.Name] = g, hashes[i]
 	}

@@ -12,9 +12,18 @@
 // checks it against the delta's Sum, falling back to the whole plan on any
 // mismatch.
 //
-// Sum covers every field of a plan: the head as JSON and the four lists
-// entry by entry in a fixed binary form. The package's tests fail when a
-// field is added to the list entries' types without being summed here.
+// A plan the manager sends carries its Local (the federation and the
+// planner's inputs, the same for every gateway): a delta carries the
+// change of it as a LocalDelta (local.go), which is as small as the
+// change and is computed once for every gateway whose plan moves from one
+// Local to the next.
+//
+// Sum covers every field of a plan: the head as JSON, the four lists
+// entry by entry in a fixed binary form, and the Local by its digest
+// (SumLocal, SHA-256 of its JSON). The package's tests fail when a field
+// is added to the list entries' types without being summed here. A plan
+// without Local sums as it did before Local existed, so agents that do
+// not take Local check deltas as they always have.
 package plandelta
 
 import (
@@ -33,8 +42,8 @@ import (
 
 // Delta turns the plan it was made from (its base) into another one.
 type Delta struct {
-	// Head is the new plan without Peers, Routes, Firewall.Remote and
-	// Firewall.Flows.
+	// Head is the new plan without Peers, Routes, Firewall.Remote,
+	// Firewall.Flows and Local.
 	Head plan.Gateway `json:"head"`
 	// Peers are the new plan's peers that the base lacks or has
 	// otherwise; PeersGone names the base's peers the new plan drops.
@@ -50,6 +59,9 @@ type Delta struct {
 	// Remote and RemoteGone are the remote prefixes added and dropped.
 	Remote     []netip.Prefix `json:"remote,omitempty"`
 	RemoteGone []netip.Prefix `json:"remoteGone,omitempty"`
+	// Local turns the base's Local into the new plan's; absent when the
+	// new plan has no Local.
+	Local *LocalDelta `json:"local,omitempty"`
 	// Sum is Sum of the new plan, in hex.
 	Sum string `json:"sum"`
 }
@@ -64,27 +76,37 @@ type FlowKey struct {
 // the delta's sum: the base was not the plan the delta was made from.
 var ErrMismatch = errors.New("the plan rebuilt from the delta does not match its sum")
 
-// head returns g without its four long lists.
+// head returns g without its four long lists and its Local.
 func head(g plan.Gateway) plan.Gateway {
-	g.Peers, g.Routes, g.Firewall.Remote, g.Firewall.Flows = nil, nil, nil, nil
+	g.Peers, g.Routes, g.Firewall.Remote, g.Firewall.Flows, g.Local = nil, nil, nil, nil, nil
 	return g
 }
 
 // Diff returns the delta from old to new, whose Sum is sum (Sum(new), which
 // the caller may have at hand), or false when the plans' lists are not
-// keyed uniquely (sorted with no key twice, as plan.Compute makes them):
-// then send the whole plan.
+// keyed uniquely (sorted with no key twice, as plan.Compute makes them) or
+// new has a Local that old lacks: then send the whole plan.
 func Diff(old, new plan.Gateway, sum [sha256.Size]byte) (Delta, bool) {
 	if !Keyed(old) || !Keyed(new) {
 		return Delta{}, false
 	}
-	return DiffKeyed(old, new, sum), true
+	var local *LocalDelta
+	if new.Local != nil {
+		var ok bool
+		if local, ok = DiffLocal(old.Local, new.Local); !ok {
+			return Delta{}, false
+		}
+	}
+	return DiffKeyed(old, new, sum, local), true
 }
 
 // DiffKeyed is Diff for plans the caller knows to be Keyed (a caller that
-// diffs each plan against the next checks each only once).
-func DiffKeyed(old, new plan.Gateway, sum [sha256.Size]byte) Delta {
-	d := Delta{Head: head(new), Sum: hex.EncodeToString(sum[:])}
+// diffs each plan against the next checks each only once), with local,
+// DiffLocal(old.Local, new.Local), made by the caller (once for every
+// plan that moves between the same two Locals). A nil local makes a delta
+// to new without its Local, whose sum is then Sum of new without Local.
+func DiffKeyed(old, new plan.Gateway, sum [sha256.Size]byte, local *LocalDelta) Delta {
+	d := Delta{Head: head(new), Local: local, Sum: hex.EncodeToString(sum[:])}
 	d.Peers, d.PeersGone = diffList(old.Peers, new.Peers, peerKey, comparePeerKey, peerEqual)
 	d.Routes, d.RoutesGone = diffList(old.Routes, new.Routes, routeKey, comparePrefix, func(a, b plan.Route) bool { return a == b })
 	d.Flows, d.FlowsGone = diffList(old.Firewall.Flows, new.Firewall.Flows, flowKey, compareFlowKey, func(a, b plan.Flow) bool { return a == b })
@@ -103,22 +125,38 @@ func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {
 	g.Routes = applyList(base.Routes, d.Routes, d.RoutesGone, routeKey, comparePrefix)
 	g.Firewall.Flows = applyList(base.Firewall.Flows, d.Flows, d.FlowsGone, flowKey, compareFlowKey)
 	g.Firewall.Remote = applyList(base.Firewall.Remote, d.Remote, d.RemoteGone, func(p netip.Prefix) netip.Prefix { return p }, comparePrefix)
-	if hex.EncodeToString(sumOf(g)) != d.Sum {
+	if d.Local != nil {
+		l, err := applyLocal(base.Local, d.Local)
+		if err != nil {
+			return plan.Gateway{}, fmt.Errorf("rebuilding the local inputs: %w", err)
+		}
+		g.Local = l
+	}
+	if hex.EncodeToString(sumOf(g, SumLocal(g.Local))) != d.Sum {
 		return plan.Gateway{}, ErrMismatch
 	}
 	return g, nil
 }
 
-// Sum returns the digest of g: SHA-256 over its head as JSON and its four
-// long lists entry by entry.
+// Sum returns the digest of g: SHA-256 over its head as JSON, its four
+// long lists entry by entry and, when g has a Local, SumLocal of it.
 func Sum(g plan.Gateway) [sha256.Size]byte {
-	return [sha256.Size]byte(sumOf(g))
+	return [sha256.Size]byte(sumOf(g, SumLocal(g.Local)))
+}
+
+// SumWithLocal is Sum(g) for a caller that has local, SumLocal(g.Local),
+// at hand: the manager sums every plan of one planning, which share one
+// Local, with one encoding of it.
+func SumWithLocal(g plan.Gateway, local [sha256.Size]byte) [sha256.Size]byte {
+	return [sha256.Size]byte(sumOf(g, local))
 }
 
 // SumString is Sum in hex, as Delta.Sum holds it.
-func SumString(g plan.Gateway) string { return hex.EncodeToString(sumOf(g)) }
+func SumString(g plan.Gateway) string { return hex.EncodeToString(sumOf(g, SumLocal(g.Local))) }
 
-func sumOf(g plan.Gateway) []byte {
+// sumOf sums g with local as its Local's digest (ignored when g has no
+// Local: such a plan sums as before plans had one).
+func sumOf(g plan.Gateway, local [sha256.Size]byte) []byte {
 	h := sha256.New()
 	js, err := json.Marshal(head(g))
 	if err != nil {
@@ -157,6 +195,10 @@ func sumOf(g plan.Gateway) []byte {
 	for _, p := range g.Firewall.Remote {
 		buf = appendPrefix(buf, p)
 		flush()
+	}
+	if g.Local != nil {
+		buf = append(buf, 'L')
+		buf = append(buf, local[:]...)
 	}
 	h.Write(buf)
 	return h.Sum(nil)
