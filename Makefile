@@ -2,9 +2,12 @@
 GO       ?= go
 BIN      := bin/fednet
 # Debian packages the lab, the demo and the tests use (systemd for
-# systemd-analyze, rpm to read the .rpm: the package test; chromium for the
-# web console's tests, which drive it headless).
-APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm chromium
+# systemd-analyze, rpm to read the .rpm: the package test; etcd-server: the
+# etcd store's tests, the control-plane bench, the lab with --managers 3;
+# chromium for the web console's tests, which drive it headless; strongSwan's
+# charon with kernel-libipsec and swanctl for links on backend ipsec).
+APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm etcd-server chromium \
+            strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-extra-plugins
 FUZZTIME ?= 10s
 # Tools: nFPM builds the packages (a release that builds with this Go; later
 # ones need modules the module proxy refuses); moto emulates the EC2 API for
@@ -18,7 +21,7 @@ VERSION ?= 0.1.0
 ARCH    ?= $(shell $(GO) env GOARCH)
 PKG_DIR ?= build/pkg
 
-.PHONY: all deps build test unit fuzz check demo bench bench-dataplane bench-abw package screenshot clean
+.PHONY: all deps build test unit fuzz check demo bench bench-dataplane bench-abw scale package screenshot clean
 
 all: build
 
@@ -74,6 +77,16 @@ demo: deps build
 bench: deps build
 	./$(BIN) bench
 
+# scale runs the control-plane bench at scale (docs/manager.md, "Sizing"):
+# SCALE_GATEWAYS simulated agents against one manager on SQLite, then against
+# three managers on a three-member etcd; results and plots in
+# bench-scale-sqlite/ and bench-scale-etcd/. `make test` runs the short form
+# (TestShort in internal/bench/controlplane).
+SCALE_GATEWAYS ?= 10,100,300,1000
+scale: deps build
+	./$(BIN) bench control-plane --gateways $(SCALE_GATEWAYS) --out bench-scale-sqlite
+	./$(BIN) bench control-plane --gateways $(SCALE_GATEWAYS) --managers 3 --out bench-scale-etcd
+
 # bench-dataplane is the data path's benchmark (issue 12, docs/bench.md):
 # BENCH_RUNS full runs on examples/bridged.yaml, routed and bridged, fednet
 # against standalone wireguard-go; results in bench-dataplane-<n>/. About
@@ -90,11 +103,13 @@ ABW_RUNS ?= 10
 bench-abw: deps
 	$(GO) test -count=1 -timeout 30m -run 'TestBenchABW' -v ./internal/abw/abwlab -abw.runs $(ABW_RUNS) -abw.table $(CURDIR)/bench-abw.md
 
-# screenshot runs the web console's lab test (as root: a four-site lab, a
-# manager, real agents, headless Chromium) and writes its screenshots to
-# docs/img: console.png, the page the README shows.
+# screenshot runs the web console's lab tests (as root: labs with a manager,
+# real agents, headless Chromium) and writes their screenshots to docs/img:
+# console-demo.png (the lab of `fednet lab demo`, the page the README shows),
+# console.png and console-up.png (a four-site lab with a relayed path and a
+# standby, just after a cut and with every link up: docs/console.md).
 screenshot: deps
-	$(GO) test -count=1 -timeout 10m -run '^TestConsoleOnLab$$' ./internal/console -console.screenshots $(CURDIR)/docs/img
+	$(GO) test -count=1 -timeout 10m -run '^(TestConsoleOnDemoLab|TestConsoleOnLab)$$' ./internal/console -console.screenshots $(CURDIR)/docs/img
 
 # package builds the .deb and the .rpm (docs/deploy.md): a static binary,
 # the systemd units, the example settings, and man pages generated from the

@@ -37,6 +37,10 @@ const (
 type Credential struct {
 	// Manager is the manager's base URL.
 	Manager string `json:"manager"`
+	// Managers are the base URLs of every manager of the federation (from
+	// the join token), Manager first; absent with one manager. The agent
+	// fails over between them.
+	Managers []string `json:"managers,omitempty"`
 	// CAFingerprint pins the manager's CA (from the join token).
 	CAFingerprint string `json:"caFingerprint"`
 	// Gateway is the gateway this agent is.
@@ -48,6 +52,14 @@ type Credential struct {
 	Rotation int `json:"rotation"`
 	// Enrolled is when the agent enrolled.
 	Enrolled time.Time `json:"enrolled"`
+}
+
+// URLs are the managers' base URLs: Managers, or Manager alone.
+func (c Credential) URLs() []string {
+	if len(c.Managers) > 0 {
+		return c.Managers
+	}
+	return []string{c.Manager}
 }
 
 // dataDir reads and writes the files of a managed agent's data directory.

@@ -390,7 +390,7 @@ func linkStatuses(ctx context.Context, g plan.Gateway, st dataplane.Dataplane, l
 		l := api.LinkStatus{
 			Peer: s.Peer, Backend: s.Backend, Transport: s.Transport, Established: s.Established,
 			PublicKey: peers[s.Peer].WireGuard.PublicKey, Endpoint: s.Endpoint,
-			LastHandshake: s.LastHandshake, RxBytes: s.RxBytes, TxBytes: s.TxBytes,
+			LastHandshake: s.LastHandshake, RxBytes: s.RxBytes, TxBytes: s.TxBytes, Reason: s.Reason,
 		}
 		if !s.LastHandshake.IsZero() {
 			l.HandshakeAge = max(now.Sub(s.LastHandshake), 0)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,9 +38,10 @@ type ManagedConfig struct {
 	// JoinToken enrolls the agent when DataDir holds no credential yet; it
 	// is ignored (with a log line) once enrolled.
 	JoinToken string
-	// Manager, when set, replaces the manager URL of the join token or of
+	// Manager, when set, replaces the manager URLs of the join token or of
 	// the stored credential (and is stored), for a manager that moved or
-	// is reached by another address from this gateway.
+	// is reached by another address from this gateway: one URL, or the
+	// URLs of several managers of the federation, comma-separated.
 	Manager string
 	// Endpoint is the gateway's public endpoint (host:port) to announce at
 	// enrollment; empty lets the manager use what it observes.
@@ -262,9 +264,12 @@ func (s *managerSource) Run(ctx context.Context, deliver Deliver) error {
 		if s.cfg.JoinToken != "" {
 			s.logf("already enrolled as gateway %s (%s); ignoring --token", cred.Gateway, s.dir.path(CredentialFile))
 		}
-		if s.cfg.Manager != "" && s.cfg.Manager != cred.Manager {
-			s.logf("manager URL changed from %s to %s (--manager); saving it", cred.Manager, s.cfg.Manager)
-			cred.Manager = s.cfg.Manager
+		if urls := splitURLs(s.cfg.Manager); len(urls) > 0 && !slices.Equal(urls, cred.URLs()) {
+			s.logf("manager URL changed from %s to %s (--manager); saving it", strings.Join(cred.URLs(), ","), strings.Join(urls, ","))
+			cred.Manager, cred.Managers = urls[0], nil
+			if len(urls) > 1 {
+				cred.Managers = urls
+			}
 			if err := s.dir.writeCredential(*cred); err != nil {
 				return err
 			}
@@ -273,7 +278,7 @@ func (s *managerSource) Run(ctx context.Context, deliver Deliver) error {
 	if c := s.cached; c != nil && c.Plan.Name != cred.Gateway {
 		s.logf("warning: the cached plan is for gateway %s, but this agent is %s; it will be replaced", c.Plan.Name, cred.Gateway)
 	}
-	cl, err := client.New(client.Config{URL: cred.Manager, Token: cred.Credential, CAFingerprint: cred.CAFingerprint, Timeout: s.cfg.RequestTimeout})
+	cl, err := client.New(client.Config{URLs: cred.URLs(), Token: cred.Credential, CAFingerprint: cred.CAFingerprint, Timeout: s.cfg.RequestTimeout})
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.dir.path(CredentialFile), err)
 	}
@@ -282,7 +287,7 @@ func (s *managerSource) Run(ctx context.Context, deliver Deliver) error {
 	s.cred, s.cl = cred, cl
 	key := s.key
 	s.mu.Unlock()
-	s.logf("gateway %s: public key %s; manager %s", cred.Gateway, publicKey(key), cred.Manager)
+	s.logf("gateway %s: public key %s; manager %s", cred.Gateway, publicKey(key), strings.Join(cred.URLs(), ", "))
 
 	// 3. Reports and relayed measurements beside the watch.
 	bg, stop := context.WithCancel(ctx)
@@ -293,6 +298,17 @@ func (s *managerSource) Run(ctx context.Context, deliver Deliver) error {
 	defer func() { stop(); wg.Wait() }()
 	s.poke()
 	return s.watch(ctx, deliver)
+}
+
+// splitURLs splits --manager: one URL, or several comma-separated.
+func splitURLs(s string) []string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // deliverPlan hands a manager's plan to the loop and makes it the current
@@ -316,11 +332,12 @@ func (s *managerSource) enroll(ctx context.Context) (*Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--token: %w", err)
 	}
-	url := jt.Manager
-	if s.cfg.Manager != "" {
-		url = s.cfg.Manager
+	urls := jt.URLs()
+	if u := splitURLs(s.cfg.Manager); len(u) > 0 {
+		urls = u
 	}
-	cl, err := client.New(client.Config{URL: url, CAFingerprint: jt.CAFingerprint, Timeout: s.cfg.RequestTimeout})
+	url := strings.Join(urls, ", ")
+	cl, err := client.New(client.Config{URLs: urls, CAFingerprint: jt.CAFingerprint, Timeout: s.cfg.RequestTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("--token: %w", err)
 	}
@@ -335,13 +352,16 @@ func (s *managerSource) enroll(ctx context.Context) (*Credential, error) {
 		resp, err := cl.Enroll(ctx, jt.Secret, req)
 		if err == nil {
 			cred := Credential{
-				Manager:       url,
+				Manager:       urls[0],
 				CAFingerprint: jt.CAFingerprint,
 				Gateway:       resp.Gateway,
 				Credential:    resp.Credential,
 				// A key enrolled after a rotation request answers it.
 				Rotation: resp.RotateKey,
 				Enrolled: time.Now().UTC().Truncate(time.Second),
+			}
+			if len(urls) > 1 {
+				cred.Managers = urls
 			}
 			if err := s.dir.writeCredential(cred); err != nil {
 				return nil, err

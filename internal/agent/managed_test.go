@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -875,6 +876,7 @@ func newFront(t *testing.T, r *clienttest.Real) *front {
 				return
 			}
 			rec := httptest.NewRecorder()
+			r.Header.Del("Accept-Encoding") // plain JSON, to rewrite
 			h.ServeHTTP(rec, r)
 			body := rec.Body.Bytes()
 			// Decided when the answer is ready: a watch waits for it.
@@ -885,6 +887,7 @@ func newFront(t *testing.T, r *clienttest.Real) *front {
 			for k, v := range rec.Header() {
 				w.Header()[k] = v
 			}
+			w.Header().Del("Content-Length") // the body may have changed
 			w.WriteHeader(rec.Code)
 			w.Write(body)
 		}),
@@ -936,4 +939,25 @@ func TestManagedRefusesANewerPlanFormat(t *testing.T) {
 		g := f.gateway("aws-gw")
 		return g.ApplyError == "" && g.AppliedGeneration == g.PlanGeneration
 	})
+}
+
+// TestManagedSeveralManagers: with several manager URLs (a federation of
+// managers on one store), the first unreachable, the agent enrolls through
+// the next, keeps every URL in its credential, and applies its plan.
+func TestManagedSeveralManagers(t *testing.T) {
+	f := realFed(t)
+	dir := t.TempDir()
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "https://" + dead.Addr().String()
+	dead.Close() // nothing listens there: connections are refused
+	urls := down + "," + f.URL()
+	dps := &dataplanes{}
+	startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), Manager: urls, NewDataplane: dps.new})
+	eventually(t, "applied through the second manager", func() bool { return f.applied("aws-gw") })
+	if c := readCredential(t, dir); !slices.Equal(c.URLs(), []string{down, f.URL()}) {
+		t.Errorf("credential managers %v, want both", c.URLs())
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/plandelta"
 )
 
 // Paths. {name} is a gateway name, {id} a join token id.
@@ -187,8 +188,15 @@ type PlanResponse struct {
 	// gateway's plan carries the generation it last changed at.
 	Generation int64 `json:"generation"`
 	// Revision is the spec revision the plan was computed from.
-	Revision int          `json:"revision"`
-	Plan     plan.Gateway `json:"plan"`
+	Revision int `json:"revision"`
+	// Plan is the whole plan; absent when Delta is set.
+	Plan plan.Gateway `json:"plan,omitzero"`
+	// Delta, set only for a watch with ?delta=true, turns the plan of
+	// generation Base (the watch's after, which the caller holds) into
+	// this one (plandelta.Apply); the manager sends it instead of Plan
+	// when it holds that version. The client applies it and fills Plan.
+	Base  int64            `json:"base,omitempty"`
+	Delta *plandelta.Delta `json:"delta,omitempty"`
 	// RotateKey, when above the key generation the agent last sent, asks
 	// it to generate a new key and PUT its public half.
 	RotateKey int `json:"rotateKey"`
@@ -231,6 +239,9 @@ type LinkStatus struct {
 	HandshakeAge  time.Duration `json:"handshakeAgeNs,omitempty"`
 	RxBytes       int64         `json:"rxBytes"`
 	TxBytes       int64         `json:"txBytes"`
+	// Reason says why a link that is not established failed last, when
+	// its driver knows (IPsec: "authentication failed: ...").
+	Reason string `json:"reason,omitempty"`
 	// Probe holds the link probes' figures; nil when the agent does not
 	// probe (yet).
 	Probe *LinkProbe `json:"probe,omitempty"`

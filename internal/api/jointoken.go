@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -12,11 +13,15 @@ import (
 // terminal or a log (and can be redacted).
 const JoinTokenPrefix = "fednetjoin1."
 
-// JoinToken is what a join token carries: where the manager is, how to pin
-// its certificate, and a one-time secret.
+// JoinToken is what a join token carries: where the managers are, how to
+// pin their certificates, and a one-time secret.
 type JoinToken struct {
-	// Manager is the manager's base URL (https://host:port).
+	// Manager is the base URL (https://host:port) of the manager that made
+	// the token; every token has it (tokens of older fednet have only it).
 	Manager string `json:"m"`
+	// Managers are the base URLs of every manager of the federation
+	// (several on one store), Manager first; absent when there is one.
+	Managers []string `json:"ms,omitempty"`
 	// CAFingerprint is the hex SHA-256 of the manager CA certificate's DER
 	// bytes; the agent trusts only that CA.
 	CAFingerprint string `json:"ca"`
@@ -49,5 +54,22 @@ func ParseJoinToken(s string) (JoinToken, error) {
 	if t.Manager == "" || t.CAFingerprint == "" || t.ID == "" || t.Secret == "" {
 		return t, errors.New("join token is incomplete (manager, CA fingerprint, id and secret are all needed)")
 	}
+	if len(t.Managers) == 0 {
+		t.Managers = nil // "ms": [] is no list
+	}
+	if slices.Contains(t.Managers, "") {
+		return t, errors.New("join token is damaged (an empty manager URL); copy it again whole")
+	}
 	return t, nil
+}
+
+// URLs returns the managers' URLs: Manager, then the other Managers.
+func (t JoinToken) URLs() []string {
+	out := []string{t.Manager}
+	for _, u := range t.Managers {
+		if !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out
 }

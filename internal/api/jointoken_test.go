@@ -1,6 +1,9 @@
 package api
 
 import (
+	"encoding/base64"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -8,8 +11,23 @@ import (
 func TestJoinTokenRoundTrip(t *testing.T) {
 	jt := JoinToken{Manager: "https://203.0.113.5:7443", CAFingerprint: strings.Repeat("ab", 32), ID: "3f9ce1a2", Secret: "s3cr3t"}
 	got, err := ParseJoinToken("  " + jt.String() + "\n")
-	if err != nil || got != jt {
+	if err != nil || !reflect.DeepEqual(got, jt) {
 		t.Fatalf("ParseJoinToken(String()) = %+v, %v; want %+v", got, err, jt)
+	}
+	if !slices.Equal(got.URLs(), []string{jt.Manager}) {
+		t.Errorf("URLs of a one-manager token = %v", got.URLs())
+	}
+	// Several managers: every URL, the token's own first.
+	multi := jt
+	multi.Managers = []string{"https://203.0.113.5:7443", "https://203.0.113.6:7443", "https://203.0.113.7:7443"}
+	got, err = ParseJoinToken(multi.String())
+	if err != nil || !reflect.DeepEqual(got, multi) || !slices.Equal(got.URLs(), multi.Managers) {
+		t.Fatalf("token with three managers: %+v (URLs %v), %v", got, got.URLs(), err)
+	}
+	// A token of an older fednet (no "ms") parses as one manager.
+	old := JoinTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(`{"m":"https://m:7443","ca":"ab","id":"i","s":"s"}`))
+	if got, err := ParseJoinToken(old); err != nil || !slices.Equal(got.URLs(), []string{"https://m:7443"}) {
+		t.Errorf("an old token: %+v, %v", got, err)
 	}
 	for in, want := range map[string]string{
 		"":                               "not a join token",
@@ -41,7 +59,7 @@ func FuzzParseJoinToken(f *testing.F) {
 			t.Fatalf("accepted %q with an empty field: %+v", s, jt)
 		}
 		again, err := ParseJoinToken(jt.String())
-		if err != nil || again != jt {
+		if err != nil || !reflect.DeepEqual(again, jt) {
 			t.Fatalf("round trip of %+v: %+v, %v", jt, again, err)
 		}
 	})

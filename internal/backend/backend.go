@@ -4,7 +4,7 @@
 // MSS from the link's backend) and what the gateway's public side must
 // accept for it. It is pure: no I/O, no clock.
 //
-// The table is built in (WireGuard today). A test, or a later backend, adds
+// The table is built in (WireGuard and IPsec). A test, or a later backend, adds
 // an entry with Register; the spec validator accepts exactly the names in
 // the table, and the data plane has a driver registered under the same
 // name (package dataplane). Adding a backend is therefore: an Info entry
@@ -27,6 +27,9 @@ const (
 	// WireGuard is WireGuard over UDP: a kernel or userspace (wireguard-go)
 	// device per gateway.
 	WireGuard Name = "wireguard"
+	// IPsec is IKEv2 and ESP in tunnel mode (strongSwan's charon, driven
+	// over its vici socket), ESP encapsulated in UDP 4500 (NAT-T).
+	IPsec Name = "ipsec"
 )
 
 // Default is the backend of a spec that names none.
@@ -127,6 +130,9 @@ type Info struct {
 	// Public returns what the gateway's public side must accept for a
 	// tunnel of this backend listening on listenPort.
 	Public func(listenPort int) []Port
+	// Interface is the name of the backend's tunnel interface on a
+	// gateway; "" takes the spec's overlay.interface (WireGuard's fed0).
+	Interface string
 }
 
 // Bytes is the total of Overhead.
@@ -144,9 +150,25 @@ var wireGuard = Info{
 	Public:   func(port int) []Port { return []Port{{UDP, port}} },
 }
 
+// ipsec's overhead is that of the largest ESP packet fednet may send: UDP
+// encapsulation (NAT-T, always on: strongSwan's userspace ESP needs it and
+// it passes NAT), the ESP header (SPI, sequence), a 16-byte IV (AES-CBC;
+// GCM and ChaCha20-Poly1305 use 8), up to 15 bytes of padding with the
+// 2-byte trailer, and an integrity tag of up to 32 bytes (HMAC-SHA-512;
+// AEAD tags are 16). The proposals allowed (package spec) stay within it.
+var ipsec = Info{
+	Name: IPsec,
+	Overhead: []Term{{"UDP (NAT-T)", 8}, {"ESP header", 8}, {"ESP IV", 16},
+		{"ESP padding and trailer", 17}, {"ESP integrity", 32}},
+	// IKE on UDP 500 and 4500, ESP in UDP 4500, and ESP itself for peers
+	// (routers, cloud gateways) that send it unencapsulated.
+	Public:    func(int) []Port { return []Port{{UDP, 500}, {UDP, 4500}, {ESP, 0}} },
+	Interface: "ipsec0",
+}
+
 var (
 	mu    sync.RWMutex
-	table = map[Name]Info{WireGuard: wireGuard}
+	table = map[Name]Info{WireGuard: wireGuard, IPsec: ipsec}
 )
 
 // Register adds a backend to the table. It is meant for init time (and
@@ -170,7 +192,7 @@ func Register(i Info) error {
 func Unregister(n Name) {
 	mu.Lock()
 	defer mu.Unlock()
-	if n != WireGuard {
+	if n != WireGuard && n != IPsec {
 		delete(table, n)
 	}
 }

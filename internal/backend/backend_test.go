@@ -34,7 +34,7 @@ func TestRegister(t *testing.T) {
 	if got, ok := Lookup("fake"); !ok || got.Bytes() != 16 {
 		t.Errorf("Lookup(fake) = %+v, %v", got, ok)
 	}
-	if got := List(); got != "fake, wireguard" {
+	if got := List(); got != "fake, ipsec, wireguard" {
 		t.Errorf("List() = %q, want sorted names", got)
 	}
 	for _, bad := range []Info{fake, {Name: "nopublic"}, {Public: fake.Public}} {

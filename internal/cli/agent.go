@@ -16,6 +16,7 @@ import (
 
 	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/dataplane"
+	"github.com/fednet/fednet/internal/dataplane/ipsec"
 	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/metrics"
 	"github.com/fednet/fednet/internal/plan"
@@ -175,6 +176,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 	cmd.Flags().StringVar(&planFile, "plan", "", "plan file (JSON from fednet plan --gateway NAME -o json)")
 	cmd.Flags().StringVar(&keyFile, "key", "", "WireGuard private key file (from fednet keygen)")
 	cmd.Flags().StringVar(&wgMode, "wireguard", "auto", "WireGuard implementation: auto, kernel or userspace")
+	cmd.Flags().StringVar(&ipsecSocket, "ipsec-vici", ipsec.DefaultSocket, "strongSwan charon's vici socket, for links on backend ipsec (docs/interop.md)")
 	cmd.Flags().BoolVar(&once, "once", false, "apply the plan once and exit")
 	cmd.Flags().BoolVar(&down, "down", false, "remove everything the plan created and exit")
 	cmd.Flags().DurationVar(&resync, "resync", agent.DefaultResync, "how often to re-apply the plan to repair drift")
@@ -182,7 +184,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 	cmd.Flags().StringVar(&m.dataDir, "data-dir", "", "managed mode: directory of the agent's key, credential and last plan (created 0700)")
 	cmd.Flags().StringVar(&m.token, "token", "", "managed mode: join token from fednet token create (first start only; visible in ps, prefer --token-file)")
 	cmd.Flags().StringVar(&m.tokenFile, "token-file", "", "managed mode: file holding the join token (first start only)")
-	cmd.Flags().StringVar(&m.manager, "manager", "", "managed mode: manager URL, replacing the join token's (https://HOST:PORT)")
+	cmd.Flags().StringVar(&m.manager, "manager", "", "managed mode: manager URL, replacing the join token's (https://HOST:PORT; several managers of the federation comma-separated)")
 	cmd.Flags().StringVar(&m.endpoint, "endpoint", "", "managed mode: this gateway's public HOST:PORT, sent at enrollment for the record only: the manager shows it and warns when it differs from the spec's; peers always use the spec's gateways[].endpoint")
 	cmd.Flags().DurationVar(&m.bandwidthInterval, "bandwidth-interval", 0, "estimate every link's available bandwidth this often (e.g. 10m, jittered ±20%; at least 1m); 0 turns the schedule off")
 	cmd.Flags().DurationVar(&m.statusInterval, "status-interval", agent.DefaultStatusInterval, "managed mode: how often to report status to the manager")
@@ -311,8 +313,12 @@ func logStop(ctx context.Context, logf func(string, ...any), applied func() (pla
 // newDataplane returns this machine's data plane with the gateway's
 // private key (zero: enough for --down) and WireGuard mode.
 func newDataplane(priv plan.Key, mode wireguard.Mode, logf func(string, ...any)) (dataplane.Dataplane, error) {
-	return dataplane.NewLinux(dataplane.Config{WireGuard: wireguard.Config{PrivateKey: priv, Mode: mode}, Logf: logf})
+	return dataplane.NewLinux(dataplane.Config{WireGuard: wireguard.Config{PrivateKey: priv, Mode: mode},
+		IPsec: ipsec.Config{Socket: ipsecSocket}, Logf: logf})
 }
+
+// ipsecSocket is the agent's --ipsec-vici: charon's vici socket.
+var ipsecSocket = ipsec.DefaultSocket
 
 func fileExists(path string) bool {
 	_, err := os.Stat(path)

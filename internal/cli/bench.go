@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/fednet/fednet/internal/agent"
 	"github.com/fednet/fednet/internal/bench"
+	"github.com/fednet/fednet/internal/bench/controlplane"
 	"github.com/fednet/fednet/internal/demo"
 )
 
@@ -127,7 +130,106 @@ do not forward. See docs/bench.md.`,
 	cmd.Flags().StringVar(&live.WireInterface, "wire-interface", "", "live, when run on a gateway: its public interface, whose counters give the traffic overhead")
 	cmd.Flags().StringVar(&source, "source", "", "live, when run on a gateway: the address to send into the overlay from, the gateway's LAN address (default: from the plan cached in --agent-data-dir, if any)")
 	cmd.Flags().StringVar(&agentDir, "agent-data-dir", "/var/lib/fednet/agent", "live: the data directory of this machine's agent, if it is a gateway; its cached plan gives the LAN address to send from")
+	cmd.AddCommand(newBenchControlPlaneCmd())
 	return cmd
+}
+
+// newBenchControlPlaneCmd is `fednet bench control-plane`.
+func newBenchControlPlaneCmd() *cobra.Command {
+	var (
+		gateways      []int
+		out           string
+		asJSON        bool
+		cfg           controlplane.Config
+		noDeltas, gz0 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "control-plane --gateways N[,N...] [--managers M] [--store sqlite|etcd] [--json]",
+		Short: "Measure the control plane: propagation of spec changes to N simulated agents, planning, bytes, CPU, reconnection",
+		Long: `control-plane runs N simulated agents (real HTTPS, real enrollment, real long
+polls with deltas and gzip, a status report every 5 s as fednet agent sends,
+a data plane that applies nothing) against real fednet manager processes on
+this machine: one on SQLite, or --managers M on an etcd cluster of
+--etcd-members started for the run (the etcd-server package; make deps
+installs it). It measures the managers' load for 10 s while nothing
+changes, then applies a sequence of changes through the first manager and
+measures each: a site added, one site's prefix changed, a bridged
+network added over every site, a gateway removed. For each: the planning time
+(the managers' own log), propagation p50/p99/max to every affected agent (from
+the start of the API call to the arrival of the agent's new plan), the bytes
+the managers sent, the managers' CPU seconds and peak RSS. Then it stops every
+manager at once, starts them again, and measures how long the agents (backing
+off with jitter) take to come back, and how an operator's request fares
+meanwhile.
+
+With several --gateways values it runs each and plots propagation p99 and
+planning time against N. Everything runs on loopback, on this machine's CPUs:
+the figures include the agents' own work. It raises the open file limit
+(N agents hold N connections). Results: results.json, results.md and the
+plots (SVG and PNG) in --out; --json prints the results on stdout.`,
+		Example: `  fednet bench control-plane --gateways 1000 --json
+  fednet bench control-plane --gateways 10,100,300,1000 --managers 3 --out cp-etcd
+  fednet bench control-plane --gateways 300 --no-deltas --no-compression`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(gateways) == 0 {
+				return errors.New("--gateways N is required: the number of simulated gateways (several, comma-separated, for a sweep)")
+			}
+			if out == "" {
+				out = "bench-control-plane-" + time.Now().UTC().Format("20060102-150405")
+			}
+			cfg.NoDeltas, cfg.NoCompression, cfg.Progress = noDeltas, gz0, cmd.ErrOrStderr()
+			var results []*controlplane.Result
+			for i, n := range gateways {
+				run := cfg
+				run.Gateways = n
+				run.Dir = filepath.Join(out, "runs", fmt.Sprintf("%d-%d", i, n))
+				res, err := controlplane.Run(cmd.Context(), run)
+				if err != nil {
+					return fmt.Errorf("control-plane bench with %d gateways: %w (logs in %s)", n, err, run.Dir)
+				}
+				results = append(results, res)
+				// Keep only the logs of a run that succeeded.
+				cleanRun(run.Dir)
+			}
+			if err := controlplane.Write(out, results); err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(results)
+			}
+			abs, _ := filepath.Abs(out)
+			fmt.Fprint(cmd.OutOrStdout(), controlplane.Markdown(results))
+			fmt.Fprintf(cmd.OutOrStdout(), "results in %s\n", abs)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntSliceVar(&gateways, "gateways", nil, "simulated gateways (sites): N, or N,N,... for a sweep (required)")
+	f.IntVar(&cfg.Managers, "managers", 1, "manager processes; more than one share an etcd cluster")
+	f.StringVar(&cfg.Store, "store", "", "sqlite or etcd (default: sqlite for one manager, etcd for several)")
+	f.IntVar(&cfg.EtcdMembers, "etcd-members", 3, "members of the etcd cluster the run starts")
+	f.StringVarP(&out, "out", "o", "", "output directory (default bench-control-plane-<UTC timestamp>)")
+	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
+	f.BoolVar(&noDeltas, "no-deltas", false, "agents take whole plans, never deltas")
+	f.BoolVar(&gz0, "no-compression", false, "agents do not accept gzip")
+	return cmd
+}
+
+// cleanRun removes a finished run's data directories (databases, etcd
+// data), keeping its logs.
+func cleanRun(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // liveSource is the address a live run sends into the overlay from:

@@ -244,27 +244,14 @@ deletes only that.
   AWS_PROFILE=prod fednet cloud apply -f spec.yaml --site aws-eu --active aws-gw2`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, n, err := cf.needs(cmd)
-			if err != nil {
-				return err
-			}
-			if n.Kind != spec.CloudAWS {
-				return notScripted(n, "apply")
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), cloudTimeout)
-			defer cancel()
-			s, err := awsSite(ctx, f, n)
-			if err != nil {
-				return err
-			}
-			var changes []aws.Change
-			if dryRun {
-				changes, err = s.Plan(ctx)
-			} else {
-				changes, err = s.Apply(ctx)
-			}
-			printCloudChanges(cmd.OutOrStdout(), changes, fmt.Sprintf("site %s's VPC has what the federation needs (routes to %s)", n.Site, n.Active))
-			return err
+			return runAWS(cmd, &cf, "apply", func(n cloud.Needs) string {
+				return fmt.Sprintf("site %s's VPC has what the federation needs (routes to %s)", n.Site, n.Active)
+			}, func(ctx context.Context, s *aws.Site) ([]aws.Change, error) {
+				if dryRun {
+					return s.Plan(ctx)
+				}
+				return s.Apply(ctx)
+			})
 		},
 	}
 	cf.add(cmd)
@@ -288,30 +275,40 @@ makes none. For Azure, GCP and OpenStack write the removal script with
   fednet cloud remove -f spec.yaml --site aws-eu`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, n, err := cf.needs(cmd)
-			if err != nil {
-				return err
-			}
-			if n.Kind != spec.CloudAWS {
-				return notScripted(n, "remove")
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), cloudTimeout)
-			defer cancel()
-			s, err := awsSite(ctx, f, n)
-			if err != nil {
-				return err
-			}
-			var changes []aws.Change
-			if dryRun {
-				changes, err = s.PlanRemove(ctx)
-			} else {
-				changes, err = s.Remove(ctx)
-			}
-			printCloudChanges(cmd.OutOrStdout(), changes, fmt.Sprintf("fednet has nothing of its own in site %s's VPC", n.Site))
-			return err
+			return runAWS(cmd, &cf, "remove", func(n cloud.Needs) string {
+				return fmt.Sprintf("fednet has nothing of its own in site %s's VPC", n.Site)
+			}, func(ctx context.Context, s *aws.Site) ([]aws.Change, error) {
+				if dryRun {
+					return s.PlanRemove(ctx)
+				}
+				return s.Remove(ctx)
+			})
 		},
 	}
 	cf.add(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the changes, make none")
 	return cmd
+}
+
+// runAWS is the body of cloud apply and cloud remove (verb): the site's
+// needs from the flags, refused with a pointer to the scripts for clouds
+// other than AWS, then do on the site's VPC and its changes printed, or
+// done(needs) when there were none.
+func runAWS(cmd *cobra.Command, cf *cloudFlags, verb string, done func(cloud.Needs) string, do func(context.Context, *aws.Site) ([]aws.Change, error)) error {
+	f, n, err := cf.needs(cmd)
+	if err != nil {
+		return err
+	}
+	if n.Kind != spec.CloudAWS {
+		return notScripted(n, verb)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), cloudTimeout)
+	defer cancel()
+	s, err := awsSite(ctx, f, n)
+	if err != nil {
+		return err
+	}
+	changes, err := do(ctx, s)
+	printCloudChanges(cmd.OutOrStdout(), changes, done(n))
+	return err
 }

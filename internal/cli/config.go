@@ -83,7 +83,7 @@ type connFlags struct {
 }
 
 func (f *connFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.manager, "manager", "", "manager URL https://HOST:PORT (default: $"+envManager+", then the config from fednet login)")
+	cmd.Flags().StringVar(&f.manager, "manager", "", "manager URL https://HOST:PORT, or the URLs of several managers of the federation comma-separated (default: $"+envManager+", then the config from fednet login)")
 	cmd.Flags().StringVar(&f.token, "token", "", "admin token (default: $"+envToken+", then the config from fednet login; visible in ps, prefer --token-file)")
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the admin token, e.g. the manager's DATA_DIR/admin.token")
 	cmd.Flags().StringVar(&f.caFingerprint, "ca-fingerprint", "", "hex SHA-256 of the manager's CA certificate (default: $"+envCAFingerprint+", then the config from fednet login)")
@@ -165,8 +165,17 @@ func (f *connFlags) client() (*client.Client, error) {
 	return newClient(c)
 }
 
+// newClient returns a client of c's managers: Manager is one URL, or the
+// URLs of several managers of one federation, comma-separated (the client
+// fails over between them).
 func newClient(c connection) (*client.Client, error) {
-	cl, err := client.New(client.Config{URL: c.Manager, Token: c.Token, CAFingerprint: c.CAFingerprint})
+	var urls []string
+	for _, u := range strings.Split(c.Manager, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	cl, err := client.New(client.Config{URLs: urls, Token: c.Token, CAFingerprint: c.CAFingerprint})
 	if err != nil {
 		return nil, err
 	}

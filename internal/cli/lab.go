@@ -84,14 +84,22 @@ func needRoot() error {
 func newLabUpCmd() *cobra.Command {
 	var lf labFlags
 	var federate bool
+	var managers int
 	cmd := &cobra.Command{
 		Use:   "up -f SPEC",
 		Short: "Build a lab from a spec (and with --federate, run an agent per gateway)",
 		Long: `Up builds the lab of a spec. With --federate it also creates a key per gateway,
 computes the plans and starts one "fednet agent" per gateway, so the sites are
 federated; the agents keep running after this command returns. Remove it all
-with "fednet lab down".`,
+with "fednet lab down".
+
+With --managers N it also runs N managers, each in its own namespace with an
+etcd member beside it (the members form one cluster the managers share), and
+applies the spec through them; with --federate too, each gateway's agent
+enrolls with a join token that carries every manager's URL (instead of keys
+and plan files), so it fails over between them.`,
 		Example: `  fednet lab up -f examples/three-sites.yaml --federate
+  fednet lab up -f examples/three-sites.yaml --managers 3 --federate
   fednet lab exec -f examples/three-sites.yaml aws-eu-h1 -- ping -c 3 10.2.0.1
   fednet lab down`,
 		Args: cobra.NoArgs,
@@ -100,6 +108,7 @@ with "fednet lab down".`,
 			if err != nil {
 				return err
 			}
+			cfg.Managers = managers
 			ctx := cmd.Context()
 			text, err := os.ReadFile(lf.file)
 			if err != nil && lf.file != "-" {
@@ -126,11 +135,30 @@ with "fednet lab down".`,
 				}
 				fmt.Fprintf(out, "  %-8s %-16s %-28s %s\n", n.Role, n.Name, n.Namespace, addr)
 			}
-			if federate {
-				exe, err := os.Executable()
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			if managers > 0 {
+				m, err := demo.StartManaged(ctx, l, exe)
 				if err != nil {
 					return err
 				}
+				if _, err := m.Apply(ctx, string(text)); err != nil {
+					return fmt.Errorf("applying the spec: %w", err)
+				}
+				fmt.Fprintf(out, "managers at %s (CA fingerprint %s, admin token in %s/admin.token)\n", strings.Join(m.URLs(), ", "), m.CAFingerprint(), l.Manager.Dir)
+				if federate {
+					for _, g := range l.Gateways() {
+						if err := m.Enroll(ctx, g.Name); err != nil {
+							return err
+						}
+					}
+					fmt.Fprintf(out, "agents enrolled and started; logs in %s/logs\n", l.Dir)
+				}
+				return nil
+			}
+			if federate {
 				if _, err := demo.Deploy(ctx, l, exe); err != nil {
 					return err
 				}
@@ -140,7 +168,8 @@ with "fednet lab down".`,
 		},
 	}
 	lf.register(cmd, true)
-	cmd.Flags().BoolVar(&federate, "federate", false, "also generate keys and plans and start an agent per gateway")
+	cmd.Flags().BoolVar(&federate, "federate", false, "also generate keys and plans and start an agent per gateway (with --managers: enroll one per gateway)")
+	cmd.Flags().IntVar(&managers, "managers", 0, "run this many managers (1, or 3 on a 3-member etcd cluster beside them) and apply the spec through them")
 	return cmd
 }
 
@@ -231,7 +260,7 @@ WireGuard control sockets, so "wg show" works there.`,
 }
 
 func newLabDemoCmd() *cobra.Command {
-	var sites int
+	var sites, managers int
 	var keep, asJSON, static bool
 	var file string
 	var throughput time.Duration
@@ -239,7 +268,8 @@ func newLabDemoCmd() *cobra.Command {
 		Use:   "demo [--sites N] [--keep] [--json]",
 		Short: "Build a lab of N sites, federate it with real agents and prove it works",
 		Long: `Demo builds a lab (3 sites by default: aws, azure, onprem with 2 hosts each),
-starts a manager in its own namespace, applies the spec through its API and
+starts a manager in its own namespace (--managers 3: three, each beside a
+member of a three-member etcd cluster they share), applies the spec through its API and
 starts one agent per gateway, enrolled with a join token (with --static: keys
 and plan files instead of a manager). The generated spec has two routed
 networks (apps: every site but the last; ops: the first and the last) and one
@@ -268,7 +298,7 @@ It exits 0 only if every check passes, and removes the lab unless --keep.`,
 			if err := needRoot(); err != nil {
 				return err
 			}
-			cfg := demo.Config{Sites: sites, Keep: keep, Throughput: throughput, Static: static}
+			cfg := demo.Config{Sites: sites, Keep: keep, Throughput: throughput, Static: static, Managers: managers}
 			if file != "" {
 				if _, err := readSpec(file); err != nil {
 					return err
@@ -302,6 +332,7 @@ It exits 0 only if every check passes, and removes the lab unless --keep.`,
 	cmd.Flags().IntVar(&sites, "sites", 3, "number of sites (2 to 12)")
 	cmd.Flags().StringVarP(&file, "file", "f", "", "run the demo on this spec instead of a generated one")
 	cmd.Flags().BoolVar(&static, "static", false, "run the agents on plan files instead of a manager")
+	cmd.Flags().IntVar(&managers, "managers", 1, "managers; more than one share an etcd cluster of as many members, one beside each manager")
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab running (remove it with: fednet lab down --name demo)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as one JSON object (progress goes to standard error)")
 	cmd.Flags().DurationVar(&throughput, "throughput-time", 5*time.Second, "length of each iperf3 run")

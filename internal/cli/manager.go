@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -20,11 +21,12 @@ import (
 // newManagerCmd is `fednet manager` (internal/manager).
 func newManagerCmd() *cobra.Command {
 	var dataDir, listen, advertise, metricsListen string
-	var sans []string
+	var sans, joinURLs []string
+	var storeCfg manager.StoreConfig
 	var reinitialize bool
 	var limits manager.Limits
 	cmd := &cobra.Command{
-		Use:   "manager --data-dir DIR [--listen ADDR] [--advertise URL] [--san NAME]...",
+		Use:   "manager --data-dir DIR [--store URL] [--listen ADDR] [--advertise URL] [--san NAME]...",
 		Short: "Run the manager: the API that stores the spec, enrolls gateways and serves their plans",
 		Long: `Manager is the federation's control plane. It keeps the spec as numbered
 revisions, enrolls gateways with one-time join tokens, computes every gateway's
@@ -48,6 +50,16 @@ credential unknown. Restore fednet.db from a backup, or give --reinitialize
 to start with an empty state (every gateway must then enroll again). A
 damaged fednet.db is refused with what is wrong with it.
 
+--store says where the state lives: the SQLite file in --data-dir by default
+(sqlite://PATH for another file), or an etcd cluster shared by several
+managers (etcd://HOST:PORT,HOST:PORT,...; --etcd-ca, --etcd-cert and
+--etcd-key for a cluster that requires TLS). Managers on one etcd serve the
+same federation: any of them serves any request, and a change through one
+reaches the agents watching another. Each needs the federation's CA in its
+--data-dir (copy ca.crt and ca.key from the first; the CA key is never put in
+etcd) and lists every manager with --join-url, so that join tokens carry them
+all and agents fail over between them (docs/manager.md, "Several managers").
+
 --advertise is the https URL agents and operators reach the manager at; join
 tokens carry it and the server certificate names its host. It is required when
 --listen has no specific address (the default, ` + manager.DefaultListen + `), and derived from
@@ -65,14 +77,23 @@ On start it prints the URL, the CA fingerprint and the "fednet login" line an
 operator runs. It stops on SIGINT or SIGTERM.`,
 		Example: `  fednet manager --data-dir /var/lib/fednet/manager --advertise https://203.0.113.5:7443
   fednet manager --data-dir ./mgr --listen 10.0.0.1:7443
-  fednet manager --data-dir ./mgr --advertise manager.example.com --san 10.0.0.1`,
+  fednet manager --data-dir ./mgr --advertise manager.example.com --san 10.0.0.1
+  fednet manager --data-dir ./m2 --advertise https://10.0.0.2:7443 \
+      --store etcd://10.0.0.11:2379,10.0.0.12:2379,10.0.0.13:2379 \
+      --join-url https://10.0.0.1:7443 --join-url https://10.0.0.3:7443`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
 				return errors.New("--data-dir DIR is required: the directory for the manager's database, CA and admin token (created if missing)")
 			}
 			logger := log.New(os.Stderr, "", log.LstdFlags)
-			st, err := manager.OpenStore(cmd.Context(), dataDir, reinitialize)
+			if os.Getenv("GOGC") == "" {
+				// The heap is mostly the plans, which live long; collect
+				// half as often as Go's default (docs/manager.md, "Sizing").
+				debug.SetGCPercent(200)
+			}
+			storeCfg.DataDir, storeCfg.Reinitialize = dataDir, reinitialize
+			st, err := manager.OpenStoreURL(cmd.Context(), storeCfg)
 			if err != nil {
 				return err
 			}
@@ -86,6 +107,7 @@ operator runs. It stops on SIGINT or SIGTERM.`,
 				Listen:    listen,
 				Advertise: advertise,
 				SANs:      sans,
+				JoinURLs:  joinURLs,
 				Logf:      logger.Printf,
 				Limits:    limits,
 			})
@@ -110,6 +132,11 @@ operator runs. It stops on SIGINT or SIGTERM.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&dataDir, "data-dir", "", "directory for the database, CA, server certificate and admin token (required)")
+	f.StringVar(&storeCfg.URL, "store", "", "where the state lives: sqlite://PATH, or etcd://HOST:PORT[,HOST:PORT...] shared by several managers (default: fednet.db in --data-dir)")
+	f.StringVar(&storeCfg.EtcdCA, "etcd-ca", "", "PEM file of the CA of the etcd members' certificates (TLS to etcd)")
+	f.StringVar(&storeCfg.EtcdCert, "etcd-cert", "", "PEM client certificate for etcd (with --etcd-key)")
+	f.StringVar(&storeCfg.EtcdKey, "etcd-key", "", "PEM key of --etcd-cert")
+	f.StringArrayVar(&joinURLs, "join-url", nil, "https URL of another manager of the federation (same store); join tokens carry them all (repeatable)")
 	f.StringVar(&listen, "listen", manager.DefaultListen, "HOST:PORT to listen on")
 	f.StringVar(&advertise, "advertise", "", "https URL agents reach the manager at (https://HOST:PORT, HOST:PORT or HOST); required when --listen has no host")
 	f.StringVar(&metricsListen, "metrics-listen", metrics.DefaultManagerListen, "HOST:PORT of the federation-wide Prometheus metrics endpoint (/metrics, no authentication); \"\" disables it")
@@ -133,8 +160,13 @@ func printManagerStart(w io.Writer, m *manager.Manager) {
 	}
 	fmt.Fprintf(w, "fednet manager at %s\n", m.URL())
 	fmt.Fprintf(w, "  CA fingerprint (SHA-256): %s\n", m.CAFingerprint())
+	if m.AdminToken() == "" {
+		fmt.Fprintf(w, "  admin token:              the federation's (from the manager that made it; only its hash is here)\n")
+		fmt.Fprintf(w, "log in with:\n  fednet login --manager %s --token TOKEN --ca-fingerprint %s\n", strings.Join(m.JoinURLs(), ","), m.CAFingerprint())
+		return
+	}
 	fmt.Fprintf(w, "  admin token:              %s\n", tokenPath)
-	fmt.Fprintf(w, "log in with (on this machine; from another, copy admin.token over first: fednet login --help):\n  fednet login --manager %s --token-file %s --ca-fingerprint %s\n", m.URL(), managerShellQuote(tokenPath), m.CAFingerprint())
+	fmt.Fprintf(w, "log in with (on this machine; from another, copy admin.token over first: fednet login --help):\n  fednet login --manager %s --token-file %s --ca-fingerprint %s\n", strings.Join(m.JoinURLs(), ","), managerShellQuote(tokenPath), m.CAFingerprint())
 }
 
 // managerShellQuote quotes s for a POSIX shell when it needs it.

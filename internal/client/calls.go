@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/plandelta"
 )
 
 // GetSpec returns the current spec and its revision.
@@ -132,18 +134,53 @@ func (c *Client) Enroll(ctx context.Context, secret string, req api.EnrollReques
 // or changed=false (and a nil plan) when timeout passes first (the manager
 // answers 204). timeout 0 takes the manager's default. The request is
 // bounded by timeout plus the client's timeout.
+//
+// When the client returned the plan of generation after before (to this
+// caller or another), it asks for a delta from it (unless Config.NoDeltas)
+// and returns the whole plan it rebuilds; if that does not match the
+// manager's sum it asks again for the whole plan.
 func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, timeout time.Duration) (resp *api.PlanResponse, changed bool, err error) {
+	c.mu.Lock()
+	held, ok := c.plans[gateway]
+	c.mu.Unlock()
+	delta := ok && held.generation == after && !c.noDeltas
 	var out api.PlanResponse
-	if changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, &out); !changed {
+	changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, delta, &out)
+	if !changed || err != nil {
 		return nil, false, err
 	}
+	if out.Delta != nil {
+		if !delta || out.Base != after {
+			return nil, false, fmt.Errorf("plan of %s: the manager sent a delta from generation %d, not from the plan of generation %d held here", gateway, out.Base, after)
+		}
+		g, err := plandelta.Apply(held.plan, *out.Delta)
+		if err != nil {
+			// Not the base the manager meant: take the whole plan.
+			c.forget(gateway)
+			return c.WatchPlan(ctx, gateway, after, timeout)
+		}
+		out.Plan, out.Delta, out.Base = g, nil, 0
+	}
+	c.mu.Lock()
+	c.plans[gateway] = heldPlan{generation: out.Generation, plan: out.Plan}
+	c.mu.Unlock()
 	return &out, true, nil
+}
+
+// forget drops the plan held for gateway.
+func (c *Client) forget(gateway string) {
+	c.mu.Lock()
+	delete(c.plans, gateway)
+	c.mu.Unlock()
 }
 
 // watch long-polls path with ?after and ?timeout, decoding a 200 answer
 // into out; changed is false when the manager answered 204.
-func (c *Client) watch(ctx context.Context, path string, after int64, timeout time.Duration, out any) (changed bool, err error) {
+func (c *Client) watch(ctx context.Context, path string, after int64, timeout time.Duration, delta bool, out any) (changed bool, err error) {
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	if delta {
+		q.Set("delta", "true")
+	}
 	if timeout > 0 {
 		q.Set("timeout", formatDuration(timeout))
 	}
@@ -245,7 +282,7 @@ func (c *Client) JoinHost(ctx context.Context, secret string, req api.HostJoinRe
 // credential), like WatchPlan.
 func (c *Client) WatchHostTunnel(ctx context.Context, host string, after int64, timeout time.Duration) (resp *api.HostTunnelResponse, changed bool, err error) {
 	var out api.HostTunnelResponse
-	if changed, err = c.watch(ctx, gatewayPath(api.PathHostTunnel, host), after, timeout, &out); !changed {
+	if changed, err = c.watch(ctx, gatewayPath(api.PathHostTunnel, host), after, timeout, false, &out); !changed {
 		return nil, false, err
 	}
 	return &out, true, nil

@@ -3,9 +3,17 @@
 //
 // A Client trusts exactly one certificate authority: the one whose DER
 // bytes hash (SHA-256) to Config.CAFingerprint, which a join token or
-// "fednet login" pins. The system roots are never consulted. A Client is
-// safe for concurrent use; it holds no state besides its configuration and
-// an HTTP connection pool.
+// "fednet login" pins. The system roots are never consulted.
+//
+// A federation may run several managers on one store; a Client given all
+// their URLs (Config.URLs) sends each call to the manager that answered
+// last and, when it cannot reach it (or it answers 502, 503 or 504), to
+// the next, in order, once each. Callers that retry back off with jitter
+// between such rounds (the agent does).
+//
+// A Client is safe for concurrent use. Besides its configuration and
+// connection pools it holds which manager answered last and, for plan
+// watches, each gateway's last plan, from which it takes deltas.
 package client
 
 import (
@@ -25,9 +33,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/spec"
 )
 
@@ -46,8 +57,13 @@ const maxResponseBytes = 64 << 20
 
 // Config says which manager to talk to and how to authenticate.
 type Config struct {
-	// URL is the manager's base URL, https://host:port. Required.
+	// URL is the manager's base URL, https://host:port. Required unless
+	// URLs is set.
 	URL string
+	// URLs are the base URLs of every manager of the federation (they
+	// share one store), tried in order after the one that answered last.
+	// URL, when set too, is tried first.
+	URLs []string
 	// Token is the bearer token of every call: the admin token for
 	// operators, a gateway's credential for agents. Enroll uses the join
 	// token's secret instead. May be empty for a client that only enrolls.
@@ -61,15 +77,39 @@ type Config struct {
 	// another network namespace); a net.Dialer by default. The TLS
 	// handshake and pinning run on top of it unchanged.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NoDeltas makes plan watches ask for whole plans, never for deltas
+	// (to measure what deltas save).
+	NoDeltas bool
+	// NoCompression makes requests without Accept-Encoding: gzip (to
+	// measure what compression saves).
+	NoCompression bool
 }
 
 // Client calls the manager's API. Methods are safe for concurrent use and
 // return a *Error for every answer of the manager that is not a success.
 type Client struct {
-	base    *url.URL
-	token   string
-	timeout time.Duration
-	hc      *http.Client
+	targets   []target
+	preferred atomic.Int64 // index of the target that answered last
+	token     string
+	timeout   time.Duration
+	noDeltas  bool
+
+	mu    sync.Mutex          // guards plans
+	plans map[string]heldPlan // by gateway: the last plan a watch returned
+}
+
+// target is one manager: its URL and a connection pool pinned for its
+// name.
+type target struct {
+	base *url.URL
+	hc   *http.Client
+}
+
+// heldPlan is a plan the client returned, which the next watch may take
+// a delta from.
+type heldPlan struct {
+	generation int64
+	plan       plan.Gateway
 }
 
 // ErrUntrusted is wrapped by the error of every call whose TLS handshake
@@ -78,8 +118,12 @@ var ErrUntrusted = errors.New("manager certificate is not trusted")
 
 // New checks cfg and returns a Client. It does not contact the manager.
 func New(cfg Config) (*Client, error) {
-	base, err := ParseURL(cfg.URL)
-	if err != nil {
+	urls := cfg.URLs
+	if cfg.URL != "" {
+		urls = append([]string{cfg.URL}, urls...)
+	}
+	if len(urls) == 0 {
+		_, err := ParseURL("")
 		return nil, err
 	}
 	fp, err := ParseFingerprint(cfg.CAFingerprint)
@@ -94,28 +138,55 @@ func New(cfg Config) (*Client, error) {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	tr := &http.Transport{
-		Proxy:               nil, // the manager is reached directly
-		DialContext:         dial,
-		TLSClientConfig:     pinnedTLS(fp, base.Hostname()),
-		TLSHandshakeTimeout: timeout,
-		ForceAttemptHTTP2:   true,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     90 * time.Second,
+	c := &Client{token: cfg.Token, timeout: timeout, noDeltas: cfg.NoDeltas, plans: map[string]heldPlan{}}
+	seen := map[string]bool{}
+	for _, raw := range urls {
+		base, err := ParseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		if seen[base.String()] {
+			continue
+		}
+		seen[base.String()] = true
+		tr := &http.Transport{
+			Proxy:               nil, // the manager is reached directly
+			DialContext:         dial,
+			TLSClientConfig:     pinnedTLS(fp, base.Hostname()),
+			TLSHandshakeTimeout: timeout,
+			ForceAttemptHTTP2:   true,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  cfg.NoCompression,
+			// A manager that vanished without closing the connection is
+			// found by HTTP/2 pings within half a minute, not left to a
+			// long poll's timeout.
+			HTTP2: &http.HTTP2Config{SendPingTimeout: 20 * time.Second, PingTimeout: 10 * time.Second},
+		}
+		c.targets = append(c.targets, target{base: base, hc: &http.Client{Transport: tr}})
 	}
-	return &Client{
-		base:    base,
-		token:   cfg.Token,
-		timeout: timeout,
-		hc:      &http.Client{Transport: tr},
-	}, nil
+	return c, nil
 }
 
-// URL returns the manager's base URL.
-func (c *Client) URL() string { return c.base.String() }
+// URL returns the base URL of the manager that answered last (the first
+// before any answer).
+func (c *Client) URL() string { return c.targets[c.preferred.Load()].base.String() }
+
+// URLs returns every manager's base URL, in the order given.
+func (c *Client) URLs() []string {
+	out := make([]string, len(c.targets))
+	for i, t := range c.targets {
+		out[i] = t.base.String()
+	}
+	return out
+}
 
 // Close releases idle connections. The Client stays usable.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+func (c *Client) Close() {
+	for _, t := range c.targets {
+		t.hc.CloseIdleConnections()
+	}
+}
 
 // ParseURL checks a manager URL: https, a host, nothing after the path.
 func ParseURL(s string) (*url.URL, error) {
@@ -323,8 +394,44 @@ type request struct {
 }
 
 // do performs r and decodes a success answer into out (unless out is nil
-// or the answer has no body). It returns the HTTP status of a success.
+// or the answer has no body). It returns the HTTP status of a success (or
+// of the error answer). It sends r to the manager that answered last, and
+// when that one cannot be reached or answers 502, 503 or 504, to the
+// others in order, once each.
 func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
+	n := len(c.targets)
+	first := int(c.preferred.Load())
+	var status int
+	var err error
+	for k := range n {
+		i := (first + k) % n
+		status, err = c.doAt(ctx, c.targets[i], r, out)
+		if !failOver(status, err) || ctx.Err() != nil {
+			if err == nil || status != 0 {
+				c.preferred.Store(int64(i))
+			}
+			return status, err
+		}
+	}
+	return status, err
+}
+
+// failOver reports whether a call that ended so should be tried on
+// another manager: no answer at all, or an answer from something in front
+// of a manager that is down.
+func failOver(status int, err error) bool {
+	if err == nil {
+		return false
+	}
+	switch status {
+	case 0, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// doAt performs r on one manager.
+func (c *Client) doAt(ctx context.Context, t target, r request, out any) (int, error) {
 	timeout := r.timeout
 	if timeout <= 0 {
 		timeout = c.timeout
@@ -332,7 +439,7 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	u := c.base.String() + r.path // r.path is escaped already
+	u := t.base.String() + r.path // r.path is escaped already
 	if len(r.query) > 0 {
 		u += "?" + r.query.Encode()
 	}
@@ -363,21 +470,21 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := t.hc.Do(req)
 	if err != nil {
-		return 0, c.connError(err)
+		return 0, connError(t.base, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
-		return 0, fmt.Errorf("reading the answer of the manager at %s to %s %s: %w", c.base, r.method, r.path, c.connError(err))
+		return 0, fmt.Errorf("reading the answer of the manager at %s to %s %s: %w", t.base, r.method, r.path, connError(t.base, err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.StatusCode, decodeError(resp.StatusCode, data)
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent && len(bytes.TrimSpace(data)) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%w at %s to %s %s: %w", ErrUndecodable, c.base, r.method, r.path, err)
+			return resp.StatusCode, fmt.Errorf("%w at %s to %s %s: %w", ErrUndecodable, t.base, r.method, r.path, err)
 		}
 	}
 	return resp.StatusCode, nil
@@ -385,15 +492,15 @@ func (c *Client) do(ctx context.Context, r request, out any) (int, error) {
 
 // connError names the manager's URL in an error that happened before any
 // answer.
-func (c *Client) connError(err error) error {
+func connError(base *url.URL, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // the URL is said below, once
 	}
 	if errors.Is(err, ErrUntrusted) {
-		return fmt.Errorf("manager at %s: %w", c.base, err)
+		return fmt.Errorf("manager at %s: %w", base, err)
 	}
-	return fmt.Errorf("cannot reach the manager at %s: %w", c.base, err)
+	return fmt.Errorf("cannot reach the manager at %s: %w", base, err)
 }
 
 // decodeError makes a *Error of a non-success answer.

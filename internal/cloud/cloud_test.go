@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/spec"
 )
@@ -49,6 +50,10 @@ func TestNeedsFollowSpecAndInputs(t *testing.T) {
   route 10.3.0.0/24 -> aws-gw (LAN)
   route 10.4.0.0/24 -> aws-gw (LAN)
   route 10.5.0.0/24 -> aws-gw (LAN)
+  ingress tcp/443 from 0.0.0.0/0 (behind NAT, address unknown: office-gw)
+  ingress tcp/443 from 192.0.2.30/32 (peer gcp-gw)
+  ingress tcp/443 from 192.0.2.40/32 (peer os-gw)
+  ingress tcp/443 from 203.0.113.20/32 (peer azure-gw)
   ingress udp/51820 from 0.0.0.0/0 (behind NAT, address unknown: office-gw)
   ingress udp/51820 from 192.0.2.30/32 (peer gcp-gw)
   ingress udp/51820 from 192.0.2.40/32 (peer os-gw)
@@ -64,7 +69,7 @@ func TestNeedsFollowSpecAndInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Active != "aws-gw2" || m.ActiveGateway().LAN.String() != lan("aws-gw2") || len(m.Routes) != 4 || len(m.Ingress) != 4 {
+	if m.Active != "aws-gw2" || m.ActiveGateway().LAN.String() != lan("aws-gw2") || len(m.Routes) != 4 || len(m.Ingress) != 8 { // UDP 51820 and the fallback's TCP 443 from 4 peers
 		t.Errorf("after failover: active %s (%s), %d routes, %d ingress", m.Active, m.ActiveGateway().LAN, len(m.Routes), len(m.Ingress))
 	}
 	down, err := Compute(f, "aws-eu", Options{Inputs: plan.Inputs{}.WithGatewayDown("aws-gw")})
@@ -105,7 +110,7 @@ func TestNeedsResolveDNSEndpoints(t *testing.T) {
 	}
 	var got []string
 	for _, in := range n.Ingress {
-		if len(in.Peers) == 1 && in.Peers[0] == "azure-gw" {
+		if len(in.Peers) == 1 && in.Peers[0] == "azure-gw" && in.Protocol == backend.UDP {
 			got = append(got, in.Source.String())
 		}
 	}

@@ -138,10 +138,11 @@ type pageState struct {
 	LoginError   string `json:"loginError"`
 	Text         string `json:"text"`
 	Sites        []string
-	Gateways     []struct{ Name, Role string }
+	Gateways     []struct{ Name, Role, Health string }
 	Links        []struct{ ID, State, Color, Label string }
 	Relays       []string
 	Rows         []string // the links table: "ID STATE"
+	Networks     []string // the networks list: "NAME: SITE, SITE"
 	OnScreen     bool     // every node inside the graph's viewport
 	Elements     int      // graph elements
 }
@@ -149,12 +150,13 @@ type pageState struct {
 const readPage = `(() => {
   const s = {loginVisible: !document.getElementById('login').hidden, appVisible: !document.getElementById('app').hidden,
     loginError: document.getElementById('login-error').textContent, text: document.body.innerText,
-    Sites: [], Gateways: [], Links: [], Relays: [], Rows: [], OnScreen: false, Elements: 0};
+    Sites: [], Gateways: [], Links: [], Relays: [], Rows: [], Networks: [], OnScreen: false, Elements: 0};
   const cy = window.fednetConsole && window.fednetConsole.graph();
   if (cy) {
     s.Elements = cy.elements().length;
     s.Sites = cy.nodes('.site').map(n => n.data('name'));
-    s.Gateways = cy.nodes('.gateway').map(n => ({Name: n.data('name'), Role: n.hasClass('active') ? 'active' : 'standby'}));
+    s.Gateways = cy.nodes('.gateway').map(n => ({Name: n.data('name'), Role: n.hasClass('active') ? 'active' : 'standby',
+      Health: ['ok', 'behind', 'silent', 'pending', 'removed', 'error'].find(h => n.hasClass(h)) || ''}));
     s.Links = cy.edges('.link').map(e => ({ID: e.id().slice(5), State: e.data('state'), Color: e.style('line-color'), Label: e.data('label')}));
     s.Relays = cy.edges('.relay').map(e => e.id().slice(6) + ' ' + e.data('label'));
     const w = cy.width(), h = cy.height();
@@ -164,6 +166,8 @@ const readPage = `(() => {
     });
   }
   s.Rows = [...document.querySelectorAll('#links tr[data-link]')].map(tr => tr.dataset.link + ' ' + tr.className);
+  s.Networks = [...document.querySelectorAll('#networks li[data-network]')].map(li =>
+    li.dataset.network + ': ' + [...li.querySelectorAll('.chip')].map(c => c.textContent).join(', '));
   return s;
 })()`
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fednet/fednet/internal/backend"
+	"github.com/fednet/fednet/internal/dataplane/ipsec"
 	"github.com/fednet/fednet/internal/dataplane/tunnel"
 	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
@@ -15,6 +16,8 @@ type Config struct {
 	// (needed to apply a plan, not to take one down) and kernel or
 	// userspace WireGuard.
 	WireGuard wireguard.Config
+	// IPsec configures the IPsec driver: charon's vici socket.
+	IPsec ipsec.Config
 	// Drivers are tunnel drivers for further backends, or replacements
 	// of built-in ones (tests); each backend must be in package backend's
 	// table.
@@ -34,7 +37,10 @@ func builtIn(cfg Config) ([]tunnel.Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []tunnel.Machine{wg}, nil
+	if cfg.IPsec.Logf == nil {
+		cfg.IPsec.Logf = cfg.Logf
+	}
+	return []tunnel.Machine{wg, ipsec.New(cfg.IPsec)}, nil
 }
 
 // registry is the tunnel drivers of one data plane, by backend.

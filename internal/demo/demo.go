@@ -27,6 +27,9 @@ type Config struct {
 	// Static runs the agents on plan files (`fednet agent --plan`) instead
 	// of a manager.
 	Static bool
+	// Managers, above 1, runs that many managers, each in its own
+	// namespace beside an etcd member, sharing that etcd cluster.
+	Managers int
 	// Binary is the fednet executable the agents run (default: this one).
 	Binary string
 	// LabName names the lab (default "demo").
@@ -39,6 +42,15 @@ type Config struct {
 	ConvergeTimeout time.Duration
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
+}
+
+// managerAddrs are the manager nodes' public addresses.
+func managerAddrs(l *lab.Lab) []string {
+	var out []string
+	for _, n := range l.Managers {
+		out = append(out, n.Public.Addr().String())
+	}
+	return out
 }
 
 // Check is one pass/fail check of the demo.
@@ -85,14 +97,17 @@ type Report struct {
 	WirePackets            int     `json:"wire_packets"`
 	WireGuardPackets       int     `json:"wireguard_packets"`
 	NonWireGuardPackets    int     `json:"non_wireguard_packets"`
-	PlaintextPackets       int     `json:"plaintext_packets"`
-	ConvergedS             float64 `json:"converged_s"`
-	Mode                   string  `json:"mode"`
-	PropagationMs          float64 `json:"propagation_ms,omitempty"`
-	DurationS              float64 `json:"duration_s"`
-	Checks                 []Check `json:"checks"`
-	ChecksPassed           bool    `json:"checks_passed"`
-	AddressPlan            string  `json:"address_plan"`
+	// IPsecPackets counts the gateway-to-gateway packets that are IKE or
+	// ESP (UDP 500, 4500, protocol ESP): links on backend ipsec.
+	IPsecPackets     int     `json:"ipsec_packets"`
+	PlaintextPackets int     `json:"plaintext_packets"`
+	ConvergedS       float64 `json:"converged_s"`
+	Mode             string  `json:"mode"`
+	PropagationMs    float64 `json:"propagation_ms,omitempty"`
+	DurationS        float64 `json:"duration_s"`
+	Checks           []Check `json:"checks"`
+	ChecksPassed     bool    `json:"checks_passed"`
+	AddressPlan      string  `json:"address_plan"`
 }
 
 // MatrixEntry is one host-to-host result of the connectivity matrix.
@@ -262,7 +277,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	step("building lab %q: %d sites, %d bridged networks", cfg.LabName, len(f.Sites), len(bridged))
-	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: cfg.LabName, Manager: !cfg.Static, Bridged: bridged})
+	if cfg.Static && cfg.Managers > 1 {
+		return nil, errors.New("--managers is for a managed federation, not --static")
+	}
+	l, err := lab.Up(ctx, lab.Config{Federation: f, Name: cfg.LabName, Manager: !cfg.Static, Managers: cfg.Managers, Bridged: bridged})
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +344,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		d = dep
 	} else {
-		step("manager at %s; spec applied through the API; one agent per gateway, enrolled with a join token", l.Manager.Public.Addr())
+		if len(l.Managers) > 1 {
+			step("%d managers on a %d-member etcd cluster (one member beside each manager), at %s; spec applied through the API; one agent per gateway, enrolled with a join token carrying every manager",
+				len(l.Managers), len(l.Managers), strings.Join(managerAddrs(l), ", "))
+		} else {
+			step("manager at %s; spec applied through the API; one agent per gateway, enrolled with a join token", l.Manager.Public.Addr())
+		}
 		if managed, err = StartManaged(ctx, l, cfg.Binary); err != nil {
 			return r, err
 		}
@@ -421,9 +444,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return r, err
 	}
+	// Control traffic (agents to managers, managers to etcd, etcd
+	// members to each other) is not between gateways.
 	var control []netip.Addr
-	if l.Manager != nil {
-		control = append(control, l.Manager.Public.Addr())
+	for _, m := range l.Managers {
+		control = append(control, m.Public.Addr())
 	}
 	wire, err := lab.AnalyzeWire(pcap, f.Overlay.Supernet, f.Overlay.ListenPort, control...)
 	if err != nil {
@@ -439,8 +464,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wire.PlaintextSamples = append(wire.PlaintextSamples, w.PlaintextSamples...)
 	}
 	r.WirePackets, r.WireGuardPackets, r.NonWireGuardPackets, r.PlaintextPackets = wire.Packets, wire.WireGuard, wire.NonWireGuard, wire.Plaintext
+	r.IPsecPackets = wire.IPsec
 	check("wire: only WireGuard between gateways", wire.NonWireGuard == 0 && wire.WireGuard > 0,
-		"%d of %d gateway-to-gateway packets are UDP port %d%s", wire.WireGuard, wire.Gateway, f.Overlay.ListenPort, samples(wire.NonWireGuardSamples))
+		"%d of %d gateway-to-gateway packets are UDP port %d, %d IKE/ESP (links on backend ipsec)%s", wire.WireGuard, wire.Gateway, f.Overlay.ListenPort, wire.IPsec, samples(wire.NonWireGuardSamples))
 	check("wire: no overlay address in clear", wire.Plaintext == 0, "%d plaintext packets in %d captured%s", wire.Plaintext, wire.Packets, samples(wire.PlaintextSamples))
 
 	r.IsolatedPairs = len(isolated)

@@ -36,12 +36,21 @@ type Deployment struct {
 	mu     sync.Mutex
 	keys   map[string]plan.Key // public keys by gateway
 	agents map[string]*lab.Process
+	// charons are the IPsec daemons of gateways with IPsec links.
+	charons map[string]*lab.Charon
 }
 
 // Deploy generates a key for every gateway of l (in the gateway's state
 // directory, mode 0600), computes the plans and starts one agent per gateway
 // with binary (the fednet executable). It does not wait for the tunnels.
 func Deploy(ctx context.Context, l *lab.Lab, binary string) (*Deployment, error) {
+	return DeployHook(ctx, l, binary, nil)
+}
+
+// DeployHook is Deploy with before (if not nil) called before each
+// gateway's agent starts, for tests that change the machine between two
+// agents' starts.
+func DeployHook(ctx context.Context, l *lab.Lab, binary string, before func(d *Deployment, gateway string)) (*Deployment, error) {
 	d := &Deployment{Lab: l, Binary: binary, Federation: l.Federation, keys: map[string]plan.Key{}, agents: map[string]*lab.Process{}}
 	for _, gw := range l.Gateways() {
 		k, err := wgtypes.GeneratePrivateKey()
@@ -57,7 +66,16 @@ func Deploy(ctx context.Context, l *lab.Lab, binary string) (*Deployment, error)
 		return nil, err
 	}
 	for _, gw := range l.Gateways() {
-		p, err := l.Start(gw, binary, "agent", "--plan", planPath(gw), "--key", keyPath(gw))
+		if before != nil {
+			before(d, gw.Name)
+		}
+		args := []string{"agent", "--plan", planPath(gw), "--key", keyPath(gw)}
+		ipsecArgs, err := d.startIPsec(ctx, gw)
+		if err != nil {
+			d.Stop(ctx)
+			return nil, err
+		}
+		p, err := l.Start(gw, binary, append(args, ipsecArgs...)...)
 		if err != nil {
 			d.Stop(ctx)
 			return nil, fmt.Errorf("starting the agent of %s: %w", gw.Name, err)
@@ -121,6 +139,9 @@ func (d *Deployment) Stop(ctx context.Context) error {
 	var errs []error
 	for _, p := range d.agents {
 		errs = append(errs, p.Stop(ctx))
+	}
+	for _, c := range d.charons {
+		errs = append(errs, c.Process.Stop(ctx))
 	}
 	return errors.Join(errs...)
 }

@@ -310,7 +310,7 @@ func layer2Checks(ctx context.Context, l *lab.Lab, network string, sites []strin
 func mtuChecks(ctx context.Context, r *Report, plans map[string]plan.Gateway, l *lab.Lab, hostA, hostB *lab.Node, check checkFunc) {
 	pa := plans[l.SiteGateways(hostA.Site)[0].Name]
 	pb := plans[l.SiteGateways(hostB.Site)[0].Name]
-	r.MTURouted = min(pa.Tunnels[0].MTU, pb.Tunnels[0].MTU)
+	r.MTURouted = min(routeMTU(pa, hostB.LAN.Addr()), routeMTU(pb, hostA.LAN.Addr()))
 	boundary := func(name string, from, to *lab.Node, mtu int) {
 		fit, err := PingDF(ctx, from, to.LAN.Addr(), mtu-28, 2)
 		var over Oversize

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -19,72 +20,183 @@ import (
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/client"
 	"github.com/fednet/fednet/internal/lab"
+	"github.com/fednet/fednet/internal/lab/etcdlab"
 )
 
 // ManagerPort is the port the lab's manager listens on.
 const ManagerPort = 7443
 
+// EtcdClientPort and EtcdPeerPort are the ports of the etcd members that
+// run beside the managers of a lab with several.
+const (
+	EtcdClientPort = 2379
+	EtcdPeerPort   = 2380
+)
+
 // Managed is a federation run by a manager on a lab: `fednet manager` in
 // the lab's manager node, one `fednet agent` per gateway enrolled with a
-// join token, the spec applied through the API.
+// join token, the spec applied through the API. On a lab with several
+// manager nodes (lab.Config.Managers), an etcd member runs beside each
+// manager, in its node, and the managers share that cluster.
 type Managed struct {
 	Lab    *lab.Lab
 	Binary string
-	// Admin talks to the manager with the admin token.
+	// Admin talks to the managers (every one, failing over) with the
+	// admin token.
 	Admin *client.Client
 
 	mu          sync.Mutex
-	fingerprint string // of the manager's CA
-	manager     *lab.Process
+	fingerprint string // of the managers' CA
+	adminToken  string
+	managers    []*lab.Process // by manager node
+	etcd        *etcdlab.Cluster
 	agents      map[string]*lab.Process
 }
 
 // StartManaged starts the manager of l (built with lab.Config.Manager) and
-// waits until its API answers. It enrolls nobody yet.
+// waits until its API answers; with several manager nodes, the etcd
+// cluster first, then every manager. It enrolls nobody yet.
 func StartManaged(ctx context.Context, l *lab.Lab, binary string) (*Managed, error) {
 	if l.Manager == nil {
 		return nil, errors.New("the lab has no manager node (lab.Config.Manager)")
 	}
-	m := &Managed{Lab: l, Binary: binary, agents: map[string]*lab.Process{}}
+	m := &Managed{Lab: l, Binary: binary, agents: map[string]*lab.Process{}, managers: make([]*lab.Process, len(l.Managers))}
+	if len(l.Managers) > 1 {
+		var members []etcdlab.Member
+		for i, node := range l.Managers {
+			members = append(members, etcdlab.Member{
+				Name:    fmt.Sprintf("etcd%d", i+1),
+				Client:  netip.AddrPortFrom(node.Public.Addr(), EtcdClientPort).String(),
+				Peer:    netip.AddrPortFrom(node.Public.Addr(), EtcdPeerPort).String(),
+				Command: node.Command,
+			})
+		}
+		c, err := etcdlab.Start(ctx, etcdlab.Config{Members: members, Dir: filepath.Join(l.Dir, "etcd"), Token: "fednet-lab-" + l.Name, Dial: l.Manager.DialContext})
+		if err != nil {
+			return nil, fmt.Errorf("starting the etcd cluster: %w", err)
+		}
+		m.etcd = c
+	}
 	if err := m.StartManager(ctx); err != nil {
+		m.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	return m, nil
 }
 
-// URL is the manager's address on the lab internet.
-func (m *Managed) URL() string {
-	return "https://" + netip.AddrPortFrom(m.Lab.Manager.Public.Addr(), ManagerPort).String()
+// URL is the (first) manager's address on the lab internet.
+func (m *Managed) URL() string { return m.URLAt(0) }
+
+// URLAt is the address of manager i (by lab.Lab.Managers).
+func (m *Managed) URLAt(i int) string {
+	return "https://" + netip.AddrPortFrom(m.Lab.Managers[i].Public.Addr(), ManagerPort).String()
 }
 
-// StartManager (re)starts the manager process on its data directory and
-// waits until its API answers.
+// URLs are every manager's address.
+func (m *Managed) URLs() []string {
+	var out []string
+	for i := range m.Lab.Managers {
+		out = append(out, m.URLAt(i))
+	}
+	return out
+}
+
+// Etcd is the etcd cluster of a lab with several managers, else nil.
+func (m *Managed) Etcd() *etcdlab.Cluster { return m.etcd }
+
+// StartManager (re)starts every manager that is not running, on its data
+// directory, and waits until each answers: the first before the others,
+// which get copies of its CA and admin token (a federation has one).
 func (m *Managed) StartManager(ctx context.Context) error {
-	node := m.Lab.Manager
+	for i := range m.Lab.Managers {
+		if i > 0 {
+			if err := copyIdentity(m.Lab.Managers[0].Dir, m.Lab.Managers[i].Dir); err != nil {
+				return err
+			}
+		}
+		if p := m.Manager(i); p != nil && !p.Exited() {
+			continue
+		}
+		if err := m.StartManagerAt(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartManagerAt (re)starts manager i and waits until it answers.
+func (m *Managed) StartManagerAt(ctx context.Context, i int) error {
+	node := m.Lab.Managers[i]
 	addr := netip.AddrPortFrom(node.Public.Addr(), ManagerPort).String()
-	p, err := m.Lab.Start(node, m.Binary, "manager", "--data-dir", node.Dir, "--listen", addr, "--advertise", m.URL())
+	args := []string{"manager", "--data-dir", node.Dir, "--listen", addr, "--advertise", m.URLAt(i)}
+	if m.etcd != nil {
+		args = append(args, "--store", m.etcd.StoreURL())
+		for j, u := range m.URLs() {
+			if j != i {
+				args = append(args, "--join-url", u)
+			}
+		}
+	}
+	p, err := m.Lab.Start(node, m.Binary, args...)
 	if err != nil {
-		return fmt.Errorf("starting the manager: %w", err)
+		return fmt.Errorf("starting %s: %w", node.Name, err)
 	}
 	m.mu.Lock()
-	m.manager = p
+	m.managers[i] = p
 	m.mu.Unlock()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		err := m.connect(ctx)
+		err := m.connect(ctx, i)
 		if err == nil {
 			return nil
 		}
 		if p.Exited() || time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("the manager did not come up: %v; its log:\n%s", err, tail(p.LogText(), 2000))
+			return fmt.Errorf("%s did not come up: %v; its log:\n%s", node.Name, err, tail(p.LogText(), 2000))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// connect makes the admin client from the manager's data directory and
-// checks that the API answers.
-func (m *Managed) connect(ctx context.Context) error {
+// Manager returns manager i's current process, or nil.
+func (m *Managed) Manager(i int) *lab.Process {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.managers[i]
+}
+
+// StopManagerAt ends manager i (the others go on).
+func (m *Managed) StopManagerAt(ctx context.Context, i int) error {
+	if p := m.Manager(i); p != nil {
+		return p.Stop(ctx)
+	}
+	return nil
+}
+
+// copyIdentity copies the CA and admin token of a manager's data directory
+// into another's (created if missing), as an operator adding a manager to
+// a federation does; files already there are left.
+func copyIdentity(from, to string) error {
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		return err
+	}
+	for _, f := range []string{"ca.crt", "ca.key", "admin.token"} {
+		if _, err := os.Stat(filepath.Join(to, f)); err == nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(from, f))
+		if err != nil {
+			return fmt.Errorf("copying the federation's CA to another manager: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(to, f), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// connect makes the admin client from the first manager's data directory
+// and checks that manager i answers.
+func (m *Managed) connect(ctx context.Context, i int) error {
 	dir := m.Lab.Manager.Dir
 	token, err := os.ReadFile(filepath.Join(dir, "admin.token"))
 	if err != nil {
@@ -103,13 +215,19 @@ func (m *Managed) connect(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.fingerprint = client.Fingerprint(block.Bytes)
+	m.adminToken = string(trimSpace(token))
 	m.mu.Unlock()
-	c, err := m.ClientAs(string(trimSpace(token)))
+	one, err := client.New(client.Config{URL: m.URLAt(i), Token: string(trimSpace(token)), CAFingerprint: m.CAFingerprint(), DialContext: m.Dialer()})
 	if err != nil {
 		return err
 	}
-	if _, err := c.Overview(ctx); err != nil {
-		c.Close()
+	_, err = one.Overview(ctx)
+	one.Close()
+	if err != nil {
+		return err
+	}
+	c, err := m.ClientAs(string(trimSpace(token)))
+	if err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -128,6 +246,13 @@ func trimSpace(b []byte) []byte {
 	return b
 }
 
+// AdminToken is the federation's admin token.
+func (m *Managed) AdminToken() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.adminToken
+}
+
 // CAFingerprint is the hex SHA-256 of the manager's CA certificate, as
 // operators pass it (--ca-fingerprint).
 func (m *Managed) CAFingerprint() string {
@@ -144,7 +269,7 @@ func (m *Managed) ClientAs(token string) (*client.Client, error) {
 	m.mu.Lock()
 	fp := m.fingerprint
 	m.mu.Unlock()
-	return client.New(client.Config{URL: m.URL(), Token: token, CAFingerprint: fp, DialContext: m.Dialer()})
+	return client.New(client.Config{URLs: m.URLs(), Token: token, CAFingerprint: fp, DialContext: m.Dialer()})
 }
 
 // Dialer dials from the manager's namespace: the test process, and lab
@@ -154,23 +279,24 @@ func (m *Managed) Dialer() func(ctx context.Context, network, addr string) (net.
 	return node.DialContext
 }
 
-// ManagerProcess is the current manager process (its log, its exit), or
+// ManagerProcess is the first manager's process (its log, its exit), or
 // nil.
 func (m *Managed) ManagerProcess() *lab.Process {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.manager
-}
-
-// StopManager ends the manager process.
-func (m *Managed) StopManager(ctx context.Context) error {
-	m.mu.Lock()
-	p := m.manager
-	m.mu.Unlock()
-	if p == nil {
+	if len(m.managers) == 0 {
 		return nil
 	}
-	return p.Stop(ctx)
+	return m.managers[0]
+}
+
+// StopManager ends every manager process.
+func (m *Managed) StopManager(ctx context.Context) error {
+	var errs []error
+	for i := range m.Lab.Managers {
+		errs = append(errs, m.StopManagerAt(ctx, i))
+	}
+	return errors.Join(errs...)
 }
 
 // Apply puts a spec through the API and returns the manager's answer.
@@ -237,10 +363,10 @@ func (m *Managed) StopAgent(ctx context.Context, gateway string) error {
 	return nil
 }
 
-// Stop ends the agents and the manager.
+// Stop ends the agents, the managers and the etcd cluster.
 func (m *Managed) Stop(ctx context.Context) error {
 	m.mu.Lock()
-	procs := []*lab.Process{m.manager}
+	procs := slices.Clone(m.managers)
 	for _, p := range m.agents {
 		procs = append(procs, p)
 	}
@@ -253,6 +379,9 @@ func (m *Managed) Stop(ctx context.Context) error {
 		if p != nil {
 			errs = append(errs, p.Stop(ctx))
 		}
+	}
+	if m.etcd != nil {
+		errs = append(errs, m.etcd.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -492,8 +492,8 @@ func (l *Lab) build(ctx context.Context) error {
 			return err
 		}
 	}
-	if m := l.Manager; m != nil {
-		pub, err := b.veth(m, PublicInterface, l.Internet, "mgr0", mtu)
+	for i, m := range l.Managers {
+		pub, err := b.veth(m, PublicInterface, l.Internet, "mgr"+strconv.Itoa(i), mtu)
 		if err != nil {
 			return err
 		}

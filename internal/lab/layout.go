@@ -74,6 +74,10 @@ type Config struct {
 	// Manager adds a node "manager" on the internet, with a public address
 	// of its own, for `fednet manager` (Lab.Manager).
 	Manager bool
+	// Managers, above 1, adds that many manager nodes ("manager",
+	// "manager2", ...; Lab.Managers), for several managers sharing an etcd
+	// cluster whose members run beside them.
+	Managers int
 
 	// The settings below are lab-only: they describe the machines and
 	// fabrics around the gateways, not the federation (see docs/lab.md).
@@ -185,6 +189,9 @@ type Lab struct {
 	// Manager is the manager's node when Config.Manager was set, else nil.
 	// Like a gateway it has a public address (Public, Via).
 	Manager *Node
+	// Managers are every manager node (Manager first); one with
+	// Config.Manager, Config.Managers of them when that is above 1.
+	Managers []*Node
 
 	nodes    []*Node // internet, then per site: switch, gateways, hosts
 	gateways []*Node // spec order
@@ -492,16 +499,28 @@ func newLab(cfg Config) (*Lab, error) {
 	}
 	l.fabrics = siteFabrics(f, cfg.Fabrics)
 	layoutSegments(l, cfg, hosts, addNode, fail)
-	if cfg.Manager {
-		m := &Node{Name: "manager", Role: RoleManager, Namespace: pre + "mgr", Dir: filepath.Join(dir, "manager")}
-		if a, ok := free(); ok {
-			r, _ := publicRange(a)
-			m.Public, m.Via = netip.PrefixFrom(a, 32), r.Addr()
-			l.Manager = m
-			addNode(m)
-		} else {
-			fail("manager: no free public address left in the lab's ranges")
+	managers := cfg.Managers
+	if cfg.Manager && managers < 1 {
+		managers = 1
+	}
+	for i := range managers {
+		name, ns := "manager", pre+"mgr"
+		if i > 0 {
+			name, ns = fmt.Sprintf("manager%d", i+1), fmt.Sprintf("%smgr%d", pre, i+1)
 		}
+		m := &Node{Name: name, Role: RoleManager, Namespace: ns, Dir: filepath.Join(dir, name)}
+		a, ok := free()
+		if !ok {
+			fail("%s: no free public address left in the lab's ranges", name)
+			break
+		}
+		r, _ := publicRange(a)
+		m.Public, m.Via = netip.PrefixFrom(a, 32), r.Addr()
+		if i == 0 {
+			l.Manager = m
+		}
+		l.Managers = append(l.Managers, m)
+		addNode(m)
 	}
 	for _, n := range l.nodes {
 		if len(n.Namespace) > 255 {

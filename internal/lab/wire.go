@@ -29,6 +29,9 @@ type WireReport struct {
 	// WireGuard counts the Gateway packets that are UDP from or to the
 	// WireGuard port.
 	WireGuard int
+	// IPsec counts the Gateway packets that are IKE or ESP: UDP from or to
+	// port 500 or 4500, or IP protocol ESP (backend ipsec's links).
+	IPsec int
 	// NonWireGuard counts the other Gateway packets (ICMP, TCP, UDP on
 	// other ports, and IP fragments after the first, whose ports cannot be
 	// seen).
@@ -51,8 +54,8 @@ type WireReport struct {
 
 // String summarises the report.
 func (r WireReport) String() string {
-	return fmt.Sprintf("%d IP packets, %d between gateways (%d WireGuard, %d other), %d control plane, %d plaintext overlay",
-		r.Packets, r.Gateway, r.WireGuard, r.NonWireGuard, r.Control, r.Plaintext)
+	return fmt.Sprintf("%d IP packets, %d between gateways (%d WireGuard, %d IPsec, %d other), %d control plane, %d plaintext overlay",
+		r.Packets, r.Gateway, r.WireGuard, r.IPsec, r.NonWireGuard, r.Control, r.Plaintext)
 }
 
 // isGatewayAddr reports whether a is a possible gateway public address of
@@ -120,19 +123,27 @@ func AnalyzeWire(pcapPath string, overlay netip.Prefix, wgPort int, control ...n
 			return
 		}
 		r.Gateway++
-		wg := false
+		wg, ipsec := false, proto == layers.IPProtocolESP && !laterFragment
 		if proto == layers.IPProtocolUDP && !laterFragment && udp.DecodeFromBytes(l4, df) == nil {
 			wg = int(udp.SrcPort) == wgPort || int(udp.DstPort) == wgPort
+			ipsec = isIKEPort(udp.SrcPort) || isIKEPort(udp.DstPort)
 		}
-		if wg {
+		switch {
+		case wg:
 			r.WireGuard++
-		} else {
+		case ipsec:
+			r.IPsec++
+		default:
 			r.NonWireGuard++
 			r.NonWireGuardSamples = sample(r.NonWireGuardSamples, desc)
 		}
 	})
 	return r, err
 }
+
+// isIKEPort reports whether p is IKE's port (500) or NAT-T's (4500, IKE
+// and ESP in UDP).
+func isIKEPort(p layers.UDPPort) bool { return p == 500 || p == 4500 }
 
 // packetSource is a pcap or pcapng reader.
 type packetSource interface {

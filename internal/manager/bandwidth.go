@@ -1,13 +1,17 @@
 package manager
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/manager/store"
 )
 
 // BandwidthWait is how long an operator's bandwidth request waits for the
@@ -18,7 +22,11 @@ const BandwidthWait = 60 * time.Second
 // relay hands measurement requests from operators to agents and the
 // results back (api.PathBandwidth, api.PathMeasurements). It lives in
 // memory only: a request outlives neither the operator's call nor the
-// manager. The zero value is ready; safe for concurrent use.
+// manager. On a store several managers share (store.Relay), requests and
+// results also travel through the store (see relayThroughStore), so that
+// the operator's manager and the agent's need not be the same; every
+// manager then holds every pending request. The zero value is ready; safe
+// for concurrent use.
 type relay struct {
 	mu      sync.Mutex
 	pending map[string][]*measurement // not yet handed out, by gateway
@@ -29,7 +37,9 @@ type relay struct {
 type measurement struct {
 	api.Measurement
 	gateway string
-	result  chan api.BandwidthResult // buffered: one answer
+	// result takes the answer for the operator waiting here (buffered:
+	// one answer); nil for a request another manager's operator made.
+	result chan api.BandwidthResult
 }
 
 // add queues m for its gateway and wakes that gateway's long poll.
@@ -59,6 +69,14 @@ func (rl *relay) drop(m *measurement) {
 			break
 		}
 	}
+}
+
+// lookup returns the measurement id, while it is not answered or given up.
+func (rl *relay) lookup(id string) (*measurement, bool) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	m, ok := rl.byID[id]
+	return m, ok
 }
 
 // next takes the gateway's oldest pending measurement, or returns a
@@ -128,6 +146,23 @@ func (m *Manager) postBandwidth(w http.ResponseWriter, r *http.Request) error {
 	mm := &measurement{Measurement: api.Measurement{ID: newID(), Kind: api.MeasurementBandwidth, To: req.To}, gateway: from, result: make(chan api.BandwidthResult, 1)}
 	m.relay.add(mm)
 	defer m.relay.drop(mm)
+	if shared, ok := m.store.(store.Relay); ok {
+		// The agent may be watching another manager: tell them all.
+		data, err := json.Marshal(mm.Measurement)
+		if err != nil {
+			return err
+		}
+		if err := shared.PutRelayRequest(r.Context(), store.RelayMessage{Kind: store.RelayRequest, ID: mm.ID, Gateway: from, Data: data}, BandwidthWait+10*time.Second); err != nil {
+			return fail(http.StatusServiceUnavailable, "", "the request could not be passed to the other managers: %v; try again", err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := shared.DeleteRelay(ctx, mm.ID); err != nil {
+				m.cfg.Logf("ending relayed measurement %s: %v (it expires by itself)", mm.ID, err)
+			}
+		}()
+	}
 	t := time.NewTimer(BandwidthWait)
 	defer t.Stop()
 	select {
@@ -203,11 +238,86 @@ func (m *Manager) putMeasurement(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(w, r, &res, false, ""); err != nil {
 		return err
 	}
-	if !m.relay.answer(r.PathValue("name"), r.PathValue("id"), res) {
-		return fail(http.StatusNotFound, "id", "no measurement %q is waiting for gateway %s (its operator gave up after %v)", r.PathValue("id"), r.PathValue("name"), BandwidthWait)
+	name, id := r.PathValue("name"), r.PathValue("id")
+	notFound := fail(http.StatusNotFound, "id", "no measurement %q is waiting for gateway %s (its operator gave up after %v)", id, name, BandwidthWait)
+	mm, ok := m.relay.lookup(id)
+	if !ok || mm.gateway != name {
+		return notFound
+	}
+	if mm.result == nil {
+		// Another manager's operator waits: the answer goes through the
+		// store.
+		data, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		err = m.store.(store.Relay).PutRelayResult(r.Context(), store.RelayMessage{Kind: store.RelayResult, ID: id, Gateway: name, Data: data})
+		if errors.Is(err, store.ErrNotFound) {
+			m.relay.drop(mm)
+			return notFound
+		}
+		if err != nil {
+			return fail(http.StatusServiceUnavailable, "", "the result could not be passed to the manager its operator asked: %v; try again", err)
+		}
+		m.relay.drop(mm)
+	} else if !m.relay.answer(name, id, res) {
+		return notFound
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// relayThroughStore keeps this manager's relay in step with the other
+// managers' on a store that relays (store.Relay), until ctx ends:
+// requests their operators made join the pending ones here (for an agent
+// watching this manager), results reach the operator waiting here, and
+// requests that are over are dropped. It watches again after a failure.
+func (m *Manager) relayThroughStore(ctx context.Context, shared store.Relay) {
+	for ctx.Err() == nil {
+		err := shared.WatchRelay(ctx, nil, m.relayed)
+		if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+			return
+		}
+		m.cfg.Logf("following relayed measurements: %v; watching again in 1s", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// relayed applies one message from the store to the relay.
+func (m *Manager) relayed(msg store.RelayMessage) {
+	switch msg.Kind {
+	case store.RelayRequest:
+		if _, ok := m.relay.lookup(msg.ID); ok {
+			return // made here
+		}
+		var req api.Measurement
+		if err := json.Unmarshal(msg.Data, &req); err != nil || req.ID != msg.ID {
+			m.cfg.Logf("relayed measurement %s: not a request this manager understands; ignored", msg.ID)
+			return
+		}
+		m.relay.add(&measurement{Measurement: req, gateway: msg.Gateway})
+	case store.RelayResult:
+		mm, ok := m.relay.lookup(msg.ID)
+		if !ok {
+			return
+		}
+		if mm.result == nil {
+			m.relay.drop(mm)
+			return
+		}
+		var res api.BandwidthResult
+		if err := json.Unmarshal(msg.Data, &res); err != nil {
+			res = api.BandwidthResult{Error: "the agent's result could not be read: " + err.Error()}
+		}
+		m.relay.answer(msg.Gateway, msg.ID, res)
+	case store.RelayGone:
+		if mm, ok := m.relay.lookup(msg.ID); ok && mm.result == nil {
+			m.relay.drop(mm)
+		}
+	}
 }
 
 func newID() string {

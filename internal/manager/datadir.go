@@ -25,6 +25,13 @@ import (
 // newer schema, failing SQLite's check) is always refused, naming the file
 // and what is wrong.
 func OpenStore(ctx context.Context, dataDir string, reinitialize bool) (store.Store, error) {
+	return openSQLiteAt(ctx, dataDir, filepath.Join(dataDir, store.FileName), reinitialize)
+}
+
+// openSQLiteAt is OpenStore for the database file path (--store
+// sqlite://PATH), with the same refusal of a missing database in a data
+// directory that held a manager.
+func openSQLiteAt(ctx context.Context, dataDir, path string, reinitialize bool) (store.Store, error) {
 	if dataDir == "" {
 		return nil, errors.New("--data-dir is required: a directory for the manager's database, CA and admin token")
 	}
@@ -35,13 +42,12 @@ func OpenStore(ctx context.Context, dataDir string, reinitialize bool) (store.St
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dataDir, store.FileName)
 	s, err := store.OpenSQLite(ctx, store.SQLiteConfig{Path: path, Create: !had || reinitialize})
 	switch {
 	case errors.Is(err, store.ErrNoDatabase):
 		return nil, fmt.Errorf("%w, but %s holds the CA and admin token of a manager that ran there: its state is lost. "+
 			"Restore %s from a backup (docs/manager.md, \"Backup and restore\"), or start with --reinitialize to begin again with an empty state "+
-			"(no spec; every gateway must enroll again with a new join token)", err, dataDir, store.FileName)
+			"(no spec; every gateway must enroll again with a new join token)", err, dataDir, path)
 	case errors.Is(err, store.ErrDamaged):
 		return nil, fmt.Errorf("%w. Restore %s from a backup (docs/manager.md, \"Backup and restore\"), or move it away and start with --reinitialize", err, path)
 	case err != nil:

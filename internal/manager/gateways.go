@@ -27,7 +27,7 @@ const (
 // own generation: the manager's state was reset), else when the plan
 // changes, or 204 when ?timeout passes first.
 func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
-	wp, err := parseWatch(r)
+	wp, err := parseWatch(r, "delta")
 	if err != nil {
 		return err
 	}
@@ -37,24 +37,34 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 		if !ok {
 			return 0, nil, nil, noPlan(st, name)
 		}
-		return p.Generation, []string{planTopic(name)}, func() error { return writePlan(w, p, st.gateways[name].RotateRequested) }, nil
+		return p.Generation, []string{planTopic(name)}, func() error {
+			return m.writePlan(w, r, p, st.gateways[name].RotateRequested, wp.delta && wp.hasAfter, wp.after)
+		}, nil
 	})
 }
 
 // watchParams are a long poll's query parameters: ?after=GENERATION (none:
-// answer at once) and ?timeout.
+// answer at once), ?timeout, and for plans ?delta=true (the caller holds
+// the plan of generation after and takes a delta from it).
 type watchParams struct {
 	after    int64
 	hasAfter bool
 	timeout  time.Duration
+	delta    bool
 }
 
-func parseWatch(r *http.Request) (watchParams, error) {
+func parseWatch(r *http.Request, extra ...string) (watchParams, error) {
 	wp := watchParams{timeout: DefaultWatchTimeout}
-	if err := checkQuery(r, "after", "timeout"); err != nil {
+	if err := checkQuery(r, append([]string{"after", "timeout"}, extra...)...); err != nil {
 		return wp, err
 	}
 	q := r.URL.Query()
+	if q.Has("delta") {
+		var err error
+		if wp.delta, err = strconv.ParseBool(q.Get("delta")); err != nil {
+			return wp, fail(http.StatusBadRequest, "delta", "query parameter delta=%q: want true or false", q.Get("delta"))
+		}
+	}
 	if wp.hasAfter = q.Has("after"); wp.hasAfter {
 		var err error
 		wp.after, err = strconv.ParseInt(q.Get("after"), 10, 64)
@@ -149,13 +159,38 @@ func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, 
 	}
 }
 
-// writePlan answers with an api.PlanResponse, splicing in the stored plan
-// JSON rather than encoding the plan again for every watch.
-func writePlan(w http.ResponseWriter, p planEntry, rotate int) error {
+// writePlan answers with an api.PlanResponse for plan version p: a delta
+// from the caller's plan when it asked for one (wantDelta) and this
+// manager holds the version of generation after it was made from, else the
+// whole plan. The answer is encoded once per version and shared by every
+// watch of it, gzipped when the caller accepts gzip and it is not tiny.
+func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, p planEntry, rotate int, wantDelta bool, after int64) error {
+	var body []byte
+	var gz []byte
+	if wantDelta && p.prevGen != 0 && p.prevGen == after {
+		body, gz = p.answers.delta(p, rotate)
+	}
+	if body != nil {
+		m.stats.deltas.Add(1)
+	} else {
+		m.stats.plans.Add(1)
+		var err error
+		if body, gz, err = p.answers.full(p, rotate); err != nil {
+			return err
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Vary", "Accept-Encoding")
+	if gz != nil && acceptsGzip(r) {
+		w.Header().Set("Content-Encoding", "gzip")
+		body = gz
+		m.stats.gzipped.Add(1)
+	}
+	m.stats.bytes.Add(int64(len(body)))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
-	_, err := fmt.Fprintf(w, `{"generation":%d,"revision":%d,"plan":%s,"rotateKey":%d}`+"\n", p.Generation, p.Revision, p.JSON, rotate)
+	_, err := w.Write(body)
 	return err
 }
 
@@ -279,7 +314,7 @@ func (m *Manager) putKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	m.cfg.Logf("gateway %s has a new key (rotation %d); plans changed for %v", name, req.Rotation, res.affected)
+	m.cfg.Logf("gateway %s has a new key (rotation %d); plans changed for %s", name, req.Rotation, short(res.affected))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -351,7 +386,7 @@ func (m *Manager) deleteGateway(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !already {
-		m.cfg.Logf("gateway %s removed; plans changed for %v", name, res.affected)
+		m.cfg.Logf("gateway %s removed; plans changed for %s", name, short(res.affected))
 	}
 	return m.writeGateway(w, r, u.next, name)
 }

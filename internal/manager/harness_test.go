@@ -76,9 +76,14 @@ type harness struct {
 	m      *Manager
 	store  store.Store
 	shared bool // the store is the test's, not the harness's to open and close
-	url    string
-	hc     *http.Client
-	stop   func()
+	// open, when set, opens the harness's own store (else the SQLite store
+	// of dir).
+	open     func() (store.Store, error)
+	joinURLs []string
+	admin    string // the admin token, when the manager's data directory has none
+	url      string
+	hc       *http.Client
+	stop     func()
 }
 
 // newHarness starts a manager on a fresh data directory, with the default
@@ -126,12 +131,16 @@ func (h *harness) start() {
 	}
 	st := h.store
 	if !h.shared {
-		if st, err = OpenStore(context.Background(), h.dir, false); err != nil {
+		open := h.open
+		if open == nil {
+			open = func() (store.Store, error) { return OpenStore(context.Background(), h.dir, false) }
+		}
+		if st, err = open(); err != nil {
 			ln.Close()
 			t.Fatal(err)
 		}
 	}
-	m, err := New(Config{DataDir: h.dir, Store: st, Listen: ln.Addr().String(), Logf: h.log.Logf, Now: h.clock.Now, Limits: h.limits})
+	m, err := New(Config{DataDir: h.dir, Store: st, Listen: ln.Addr().String(), Logf: h.log.Logf, Now: h.clock.Now, Limits: h.limits, JoinURLs: h.joinURLs})
 	if err != nil {
 		ln.Close()
 		if !h.shared {
@@ -259,6 +268,9 @@ func (h *harness) ok(r req, out any) answer {
 	h.t.Helper()
 	if r.token == "" {
 		r.token = h.m.AdminToken()
+		if h.admin != "" {
+			r.token = h.admin
+		}
 	}
 	a := h.do(r)
 	if a.status < 200 || a.status > 299 {

@@ -152,7 +152,7 @@ func (m *Manager) postHost(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return fail(http.StatusInternalServerError, "", "host %s joined but its gateway's plan has no tunnel to it", h.Name)
 	}
-	m.cfg.Logf("host %s (%s) joined network %s at site %s with token %s, slot %d; plans changed for %v", h.Name, h.Address, h.Network, h.Site, tok.ID, h.Slot, res.affected)
+	m.cfg.Logf("host %s (%s) joined network %s at site %s with token %s, slot %d; plans changed for %s", h.Name, h.Address, h.Network, h.Site, tok.ID, h.Slot, short(res.affected))
 	return writeJSON(w, http.StatusOK, api.HostJoinResponse{Host: h.Name, Credential: cred,
 		HostTunnelResponse: api.HostTunnelResponse{Generation: p.Generation, Tunnel: t}})
 }
@@ -283,7 +283,7 @@ func (m *Manager) deleteHost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	m.cfg.Logf("host %s left network %s at site %s; plans changed for %v", name, h.Network, h.Site, res.affected)
+	m.cfg.Logf("host %s left network %s at site %s; plans changed for %s", name, h.Network, h.Site, short(res.affected))
 	return writeJSON(w, http.StatusOK, m.hostModel(u.next, h))
 }
 

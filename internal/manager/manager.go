@@ -23,8 +23,11 @@ package manager
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,6 +38,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -72,6 +76,11 @@ type Config struct {
 	// SANs are extra DNS names or IP addresses for the server certificate,
 	// for agents that reach the manager by another name than Advertise's.
 	SANs []string
+	// JoinURLs are the https URLs of every manager of the federation
+	// (several managers on one store), in the order agents should try
+	// them; join tokens carry them. Empty: this manager's URL alone. This
+	// manager's own URL is added first when missing.
+	JoinURLs []string
 	// Logf logs; log.Printf when nil.
 	Logf func(format string, args ...any)
 	// Now is the clock (token expiry, enrollment and revision times,
@@ -91,6 +100,7 @@ type Manager struct {
 	cfg        Config
 	limits     Limits
 	url        string
+	joinURLs   []string
 	store      store.Store
 	certs      *certs
 	adminToken string
@@ -115,6 +125,7 @@ type Manager struct {
 
 	relay relay // measurement requests on their way to agents
 
+	stats   stats            // what plan watches were answered with; how long planning took
 	console *console.Console // the web console, served under console.Prefix
 
 	stop context.CancelFunc // ends the background goroutines
@@ -158,12 +169,13 @@ func New(cfg Config) (*Manager, error) {
 	} else if fi.Mode().Perm()&0o077 != 0 {
 		cfg.Logf("warning: data directory %s is open to others (mode %v); chmod 700 it: it holds the CA key and admin token", cfg.DataDir, fi.Mode().Perm())
 	}
-	m := &Manager{cfg: cfg, limits: limits, url: u, store: cfg.Store, revCache: map[int]api.Revision{}}
-	m.authFail = newAuthLimiter(limits, cfg.Now, cfg.Logf)
-	if m.certs, err = loadCerts(cfg.DataDir, sans, cfg.Now, cfg.Logf); err != nil {
+	joins, err := joinURLs(u, cfg.JoinURLs)
+	if err != nil {
 		return nil, err
 	}
-	if err := m.loadAdminToken(); err != nil {
+	m := &Manager{cfg: cfg, limits: limits, url: u, joinURLs: joins, store: cfg.Store, revCache: map[int]api.Revision{}}
+	m.authFail = newAuthLimiter(limits, cfg.Now, cfg.Logf)
+	if err := m.loadIdentity(context.Background(), sans); err != nil {
 		return nil, err
 	}
 	if err := m.load(context.Background()); err != nil {
@@ -175,6 +187,9 @@ func New(cfg Config) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stop = cancel
 	m.bg.Go(func() { m.follow(ctx) })
+	if shared, ok := m.store.(store.Relay); ok {
+		m.bg.Go(func() { m.relayThroughStore(ctx, shared) })
+	}
 	m.bg.Go(func() { m.authFail.run(ctx) })
 	return m, nil
 }
@@ -200,8 +215,13 @@ func (m *Manager) CAFingerprint() string { return m.certs.fingerprint() }
 // CACertificatePEM returns the CA certificate (the content of ca.crt).
 func (m *Manager) CACertificatePEM() []byte { return pemCert(m.certs.ca.Raw) }
 
-// AdminToken returns the admin bearer token (the content of admin.token).
+// AdminToken returns the admin bearer token (the content of admin.token),
+// "" when this manager's data directory has none (another manager of the
+// federation made it; this one knows only its hash, from the store).
 func (m *Manager) AdminToken() string { return m.adminToken }
+
+// JoinURLs are the manager URLs join tokens carry (Config.JoinURLs).
+func (m *Manager) JoinURLs() []string { return slices.Clone(m.joinURLs) }
 
 // AdminTokenPath is the file holding the admin token.
 func (m *Manager) AdminTokenPath() string { return filepath.Join(m.cfg.DataDir, AdminTokenFile) }
@@ -277,11 +297,86 @@ func parseAdvertise(s, listenPort string) (*url.URL, error) {
 	return &url.URL{Scheme: "https", Host: net.JoinHostPort(u.Hostname(), port)}, nil
 }
 
-// loadAdminToken reads admin.token, creating it on first start.
-func (m *Manager) loadAdminToken() error {
+// joinURLs normalizes Config.JoinURLs, own first when missing.
+func joinURLs(own string, list []string) ([]string, error) {
+	out := []string{own}
+	for _, s := range list {
+		u, err := parseAdvertise(s, "7443")
+		if err != nil {
+			return nil, fmt.Errorf("JoinURLs (--join-url) %q: want https://HOST:PORT of a manager of this federation", s)
+		}
+		if !slices.Contains(out, u.String()) {
+			out = append(out, u.String())
+		}
+	}
+	return out, nil
+}
+
+// loadIdentity loads (or, for a new federation, makes) the CA and the
+// admin token, and checks them against the federation's identity in the
+// store, which the first manager of a federation records: every manager
+// of a store must have the same CA (agents pin it), and answers the same
+// admin token. The CA's private key is never in the store: the operator
+// copies ca.crt and ca.key to each manager's data directory.
+func (m *Manager) loadIdentity(ctx context.Context, sans []string) error {
+	id, err := m.store.Identity(ctx)
+	known := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("reading the federation's identity from the store: %w", err)
+	}
+	if known {
+		if _, err := os.Stat(filepath.Join(m.cfg.DataDir, CAKeyFile)); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("the store holds a federation whose CA is not in %s: every manager of a federation uses its CA (agents pin it), whose key is never in the store; "+
+				"copy %s and %s (and %s, to have the admin token here too) from the data directory of a manager of this federation, then start again (docs/manager.md, \"Several managers\")",
+				m.cfg.DataDir, CACertFile, CAKeyFile, AdminTokenFile)
+		}
+	}
+	if m.certs, err = loadCerts(m.cfg.DataDir, sans, m.cfg.Now, m.cfg.Logf); err != nil {
+		return err
+	}
+	if known {
+		if got, want := m.certs.fingerprint(), fingerprintPEM(id.CACert); got != want {
+			return fmt.Errorf("the CA in %s (fingerprint %s) is not the federation's (%s, in the store): this data directory belongs to another federation, or its CA was replaced; "+
+				"copy %s and %s from a manager of this federation", m.cfg.DataDir, got, want, CACertFile, CAKeyFile)
+		}
+		return m.loadAdminToken(&id.AdminTokenHash)
+	}
+	if err := m.loadAdminToken(nil); err != nil {
+		return err
+	}
+	mine := store.Identity{CACert: pemCert(m.certs.ca.Raw), AdminTokenHash: m.adminHash}
+	got, err := m.store.InitIdentity(ctx, mine)
+	if err != nil {
+		return fmt.Errorf("recording the federation's identity in the store: %w", err)
+	}
+	if fingerprintPEM(got.CACert) != m.certs.fingerprint() || got.AdminTokenHash != m.adminHash {
+		return errors.New("another manager recorded a different CA in the store at the same time (two first managers of one federation?); start the others from a copy of the first one's ca.crt, ca.key and admin.token")
+	}
+	return nil
+}
+
+// fingerprintPEM is the hex SHA-256 of the DER of a PEM certificate, ""
+// when it holds none.
+func fingerprintPEM(p []byte) string {
+	b, _ := pem.Decode(p)
+	if b == nil {
+		return ""
+	}
+	sum := sha256.Sum256(b.Bytes)
+	return hex.EncodeToString(sum[:])
+}
+
+// loadAdminToken reads admin.token. With want (the federation's admin token
+// hash, from the store) a missing file is fine (the token is then known
+// here by its hash only) and a different one is refused; without, a
+// missing file is created.
+func (m *Manager) loadAdminToken(want *store.Hash) error {
 	path := m.AdminTokenPath()
 	data, err := os.ReadFile(path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && want != nil:
+		m.adminHash = *want
+		return nil
 	case errors.Is(err, fs.ErrNotExist):
 		tok, err := randomSecret()
 		if err != nil {
@@ -299,6 +394,9 @@ func (m *Manager) loadAdminToken() error {
 	tok := strings.TrimSpace(string(data))
 	if len(tok) < 16 {
 		return fmt.Errorf("admin token in %s is shorter than 16 characters; remove the file and restart to make a new one", path)
+	}
+	if want != nil && store.HashSecret(tok) != *want {
+		return fmt.Errorf("the admin token in %s is not the federation's (the store holds another one's hash): copy %s from a manager of this federation, or remove it to use the federation's token from there", path, AdminTokenFile)
 	}
 	m.adminToken, m.adminHash = tok, store.HashSecret(tok)
 	return nil

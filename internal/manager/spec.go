@@ -168,7 +168,7 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 		setETag(w, base.Number)
 	} else {
 		setETag(w, u.next.rev.Number)
-		m.cfg.Logf("spec revision %d stored; plans changed for %d gateways: %v", u.next.rev.Number, len(res.affected), res.affected)
+		m.cfg.Logf("spec revision %d stored; plans changed for %s", u.next.rev.Number, short(res.affected))
 	}
 	return writeJSON(w, http.StatusOK, api.SpecResponse{
 		Revision:     u.next.rev.Number,
@@ -200,15 +200,41 @@ func invalidSpec(err error) error {
 	return ae
 }
 
-// planDiff renders, for every gateway whose plan changes, a unified diff of
-// its plan text (plan.Gateway.String) from revision from to revision to.
+// maxDiffGateways and maxDiffLines bound the plan diffs a spec answer
+// renders (the gateways, and the lines of their plans compared): in a
+// large federation one change touches every plan, each of thousands of
+// lines, and the diff of all of them would cost seconds of CPU and be
+// unreadable.
+const (
+	maxDiffGateways = 20
+	maxDiffLines    = 20000
+)
+
+// short names the gateways of list for a log line: how many, and the
+// first few.
+func short(list []string) string {
+	const few = 8
+	switch {
+	case len(list) == 0:
+		return "no gateway"
+	case len(list) <= few:
+		return fmt.Sprintf("%d gateways: %s", len(list), strings.Join(list, ", "))
+	}
+	return fmt.Sprintf("%d gateways: %s and %d more", len(list), strings.Join(list[:few], ", "), len(list)-few)
+}
+
+// planDiff renders, for every gateway whose plan changes (the first
+// maxDiffGateways of them), a unified diff of its plan text
+// (plan.Gateway.String) from revision from to revision to.
 func planDiff(res result, from, to int) string {
 	names := map[string]bool{}
 	for _, n := range res.affected {
 		names[n] = true
 	}
 	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(names)) {
+	sorted := slices.Sorted(maps.Keys(names))
+	lines := 0
+	for i, name := range sorted {
 		a, okA := res.old[name]
 		c, okC := res.new[name]
 		fromLabel, toLabel := fmt.Sprintf("%s (revision %d)", name, from), fmt.Sprintf("%s (revision %d)", name, to)
@@ -223,10 +249,13 @@ func planDiff(res result, from, to int) string {
 		} else {
 			toLabel = name + " (no plan: removed from the federation)"
 		}
-		d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-			A: difflib.SplitLines(textA), B: difflib.SplitLines(textC),
-			FromFile: fromLabel, ToFile: toLabel, Context: 3,
-		})
+		la, lc := difflib.SplitLines(textA), difflib.SplitLines(textC)
+		if i > 0 && (i >= maxDiffGateways || lines+len(la)+len(lc) > maxDiffLines) {
+			fmt.Fprintf(&b, "# ... and the plans of %s change too; see one with: fednet plan -f spec.yaml --gateway NAME\n", short(sorted[i:]))
+			break
+		}
+		lines += len(la) + len(lc)
+		d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: la, B: lc, FromFile: fromLabel, ToFile: toLabel, Context: 3})
 		if err != nil { // only writing to a strings.Builder: cannot fail
 			d = fmt.Sprintf("(diff of %s failed: %v)\n", name, err)
 		}

@@ -1,17 +1,21 @@
 package manager
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fednet/fednet/internal/manager/store"
 	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/plandelta"
 	"github.com/fednet/fednet/internal/spec"
 )
 
@@ -26,10 +30,54 @@ type state struct {
 	plans    map[string]planEntry
 }
 
-// planEntry is a stored plan and its decoded form.
+// planEntry is a gateway's plan: its stored record (generation, revision,
+// sum), the plan itself (computed by this manager from the state), and the
+// version before, which deltas are made from.
 type planEntry struct {
 	store.Plan
 	plan plan.Gateway
+	// prevGen is the generation of the version before, which this
+	// manager held (0: none, as after a start); answers holds the delta
+	// from it. prev is that version until the delta is made (see
+	// encodeDeltas).
+	prev    *plan.Gateway
+	prevGen int64
+	// answers caches what is sent for this version; shared by the copies
+	// of the entry in later states.
+	answers *answers
+}
+
+// encodeDeltas encodes, for the plans named that follow a version this
+// manager held, the delta from that version (on every CPU), then lets go
+// of the version before: a thousand of them would double the memory the
+// plans take, for nothing.
+func encodeDeltas(st *state, names []string) {
+	var todo []planEntry
+	for _, n := range names {
+		if e, ok := st.plans[n]; ok && e.prev != nil {
+			todo = append(todo, e)
+		}
+	}
+	parallel(len(todo), func(i int) {
+		e := todo[i]
+		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested)
+	})
+	for _, e := range todo {
+		e.prev = nil
+		st.plans[e.Gateway] = e
+	}
+}
+
+// newEntry returns the entry of plan g stored as p, following old (the
+// entry before, if any).
+func newEntry(p store.Plan, g plan.Gateway, old planEntry, hadOld bool) planEntry {
+	e := planEntry{Plan: p, plan: g, answers: &answers{}}
+	if hadOld && old.Generation < p.Generation {
+		prev := old.plan
+		e.prev, e.prevGen = &prev, old.Generation
+		e.answers.prev, e.answers.prevAnswers = &prev, old.answers
+	}
+	return e
 }
 
 // clone returns a copy of st whose maps the caller may change.
@@ -75,7 +123,7 @@ func (m *Manager) load(ctx context.Context) error {
 		return fmt.Errorf("loading state: %w", err)
 	}
 	empty := &state{gateways: map[string]store.Gateway{}, hosts: map[string]store.Host{}, plans: map[string]planEntry{}}
-	st, _, err := applyEvent(empty, ev)
+	st, _, err := applyEvent(empty, ev, m.cfg.Logf)
 	if err != nil {
 		return fmt.Errorf("loading state: %w", err)
 	}
@@ -91,8 +139,12 @@ func (m *Manager) load(ctx context.Context) error {
 }
 
 // applyEvent returns cur with the changes of ev applied, and the watch
-// topics they concern. A Reset event replaces the whole state.
-func applyEvent(cur *state, ev store.Event) (*state, []string, error) {
+// topics they concern. A Reset event replaces the whole state. Plans are
+// not in the store: when the event changes the spec, a gateway, a host or a
+// plan, the plans are computed again from the new state, and the event's
+// plan records say which of them changed at which generation (their sums
+// are checked against what this manager computed).
+func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, []string, error) {
 	next := cur.clone()
 	var topics []string
 	if ev.Reset {
@@ -125,25 +177,96 @@ func applyEvent(cur *state, ev store.Event) (*state, []string, error) {
 		delete(next.hosts, name)
 		topics = append(topics, hostTopic(name))
 	}
-	for _, p := range ev.Plans {
-		g, err := plan.Decode(p.JSON)
-		if err != nil {
-			// A plan of an older format (stored before an upgrade) is
-			// left out: the next change computes it again and serves it
-			// at a new generation (load makes that change at start).
-			delete(next.plans, p.Gateway)
-			topics = append(topics, planTopic(p.Gateway))
-			continue
-		}
-		next.plans[p.Gateway] = planEntry{Plan: p, plan: g}
-		topics = append(topics, planTopic(p.Gateway))
-	}
 	for _, name := range ev.DeletedPlans {
 		delete(next.plans, name)
 		topics = append(topics, planTopic(name))
 	}
 	next.gen = ev.Generation
+	if !planned(ev) {
+		return next, topics, nil
+	}
+	computed, sums, err := computePlans(next)
+	if err != nil {
+		return nil, nil, fmt.Errorf("planning the stored state: %w", err)
+	}
+	var differ []string
+	for _, p := range ev.Plans {
+		g, ok := computed[p.Gateway]
+		if !ok {
+			differ = append(differ, p.Gateway)
+			continue
+		}
+		if p.Sum != sums[p.Gateway] {
+			differ = append(differ, p.Gateway)
+		}
+		old, had := cur.plans[p.Gateway]
+		if ev.Reset && had && old.Generation == p.Generation && old.Sum == sums[p.Gateway] {
+			next.plans[p.Gateway] = old // unchanged: keep its version before
+			continue
+		}
+		p.Sum = sums[p.Gateway]
+		next.plans[p.Gateway] = newEntry(p, g, old, had)
+		topics = append(topics, planTopic(p.Gateway))
+	}
+	// Plans the event does not name keep their generation; their content
+	// is what this manager computes now (the same, unless managers of
+	// different versions share the store).
+	for name, e := range next.plans {
+		if g, ok := computed[name]; ok && e.Sum != sums[name] {
+			differ = append(differ, name)
+			e.plan, e.Sum, e.answers = g, sums[name], &answers{}
+			next.plans[name] = e
+		}
+	}
+	var changed []string
+	for _, p := range ev.Plans {
+		changed = append(changed, p.Gateway)
+	}
+	encodeDeltas(next, changed)
+	if len(differ) > 0 && logf != nil {
+		slices.Sort(differ)
+		logf("warning: the plans of %d gateways (%v) computed here differ from those the manager that stored generation %d computed; is another fednet version on the store?",
+			len(differ), differ[:min(len(differ), 5)], ev.Generation)
+	}
 	return next, topics, nil
+}
+
+// planned reports whether applying ev computes the plans again.
+func planned(ev store.Event) bool {
+	return ev.Reset || ev.Spec != nil || len(ev.Gateways)+len(ev.Hosts)+len(ev.DeletedHosts)+len(ev.Plans) > 0
+}
+
+// computePlans computes every plan of st and their sums.
+func computePlans(st *state) (map[string]plan.Gateway, map[string]store.Hash, error) {
+	plans := map[string]plan.Gateway{}
+	sums := map[string]store.Hash{}
+	if st.fed == nil {
+		return plans, sums, nil
+	}
+	computed, err := plan.Compute(st.fed, inputs(st.gateways, st.hosts))
+	if err != nil {
+		return nil, nil, err
+	}
+	hashes := make([]store.Hash, len(computed))
+	parallel(len(computed), func(i int) { hashes[i] = plandelta.Sum(computed[i]) })
+	for i, g := range computed {
+		plans[g.Name], sums[g.Name] = g, hashes[i]
+	}
+	return plans, sums, nil
+}
+
+// parallel runs f(0) ... f(n-1) on every CPU.
+func parallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(1, n/8)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // follow keeps the snapshot up to date with the store until ctx ends:
@@ -178,9 +301,13 @@ func (m *Manager) applyLocked(ev store.Event) error {
 	if !ev.Reset && ev.Generation <= cur.gen {
 		return nil
 	}
-	next, topics, err := applyEvent(cur, ev)
+	start := time.Now()
+	next, topics, err := applyEvent(cur, ev, m.cfg.Logf)
 	if err != nil {
 		return err
+	}
+	if planned(ev) {
+		m.planned(time.Since(start), len(next.plans), next.gen)
 	}
 	m.publish(next, topics, ev.Reset)
 	return nil
@@ -239,6 +366,9 @@ type result struct {
 	affected []string
 	// old and new are the plans before and after, by gateway.
 	old, new map[string]plan.Gateway
+	// computed says the plans were computed (the planner's inputs
+	// changed).
+	computed bool
 }
 
 // preview computes every plan of u.next and fills in the store change:
@@ -250,31 +380,37 @@ func preview(u *update, cur *state) (result, error) {
 	for name, p := range cur.plans {
 		res.old[name] = p.plan
 	}
-	var computed []plan.Gateway
-	if next.fed != nil {
+	var computed map[string]plan.Gateway
+	var sums map[string]store.Hash
+	if samePlannerInputs(cur, next) {
+		// Nothing the planner reads changed (an enrollment with the key
+		// the spec already gives, a rotation request): the plans stay.
+		computed, sums = map[string]plan.Gateway{}, map[string]store.Hash{}
+		for name, p := range cur.plans {
+			computed[name], sums[name] = p.plan, p.Sum
+		}
+	} else {
 		var err error
-		if computed, err = plan.Compute(next.fed, inputs(next.gateways, next.hosts)); err != nil {
+		if computed, sums, err = computePlans(next); err != nil {
 			return res, &planError{err}
 		}
+		res.computed = true
 	}
 	gen := cur.gen + 1
 	plans := map[string]planEntry{}
-	for _, g := range computed {
-		res.new[g.Name] = g
-		js, err := json.Marshal(g) // compact: a quarter of the time of g.JSON()
-		if err != nil {
-			return res, fmt.Errorf("encoding the plan of %s: %w", g.Name, err)
-		}
-		old, ok := cur.plans[g.Name]
-		if ok && bytes.Equal(old.JSON, js) && !u.bump[g.Name] {
-			plans[g.Name] = old
+	for _, name := range slices.Sorted(maps.Keys(computed)) {
+		g := computed[name]
+		res.new[name] = g
+		old, ok := cur.plans[name]
+		if ok && old.Sum == sums[name] && !u.bump[name] {
+			plans[name] = old
 			continue
 		}
-		if !ok || !bytes.Equal(old.JSON, js) {
-			res.affected = append(res.affected, g.Name)
+		if !ok || old.Sum != sums[name] {
+			res.affected = append(res.affected, name)
 		}
-		p := planEntry{Plan: store.Plan{Gateway: g.Name, Generation: gen, Revision: next.rev.Number, JSON: js}, plan: g}
-		plans[g.Name] = p
+		p := newEntry(store.Plan{Gateway: name, Generation: gen, Revision: next.rev.Number, Sum: sums[name]}, g, old, ok)
+		plans[name] = p
 		u.change.Plans = append(u.change.Plans, p.Plan)
 	}
 	for name := range cur.plans {
@@ -288,10 +424,69 @@ func preview(u *update, cur *state) (result, error) {
 	next.plans = plans
 	next.gen = gen
 	u.change.Generation = gen
+	if !u.dry {
+		names := make([]string, len(u.change.Plans))
+		for i, p := range u.change.Plans {
+			names[i] = p.Gateway
+		}
+		encodeDeltas(next, names)
+	}
 	for _, name := range slices.Sorted(maps.Keys(u.dirty)) {
 		u.change.Gateways = append(u.change.Gateways, next.gateways[name])
 	}
 	return res, nil
+}
+
+// samePlannerInputs reports whether a and b give the planner the same
+// spec and inputs (see inputs), so that they have the same plans.
+func samePlannerInputs(a, b *state) bool {
+	if a.fed != b.fed || a.rev.Number != b.rev.Number || len(a.hosts) != len(b.hosts) {
+		return false
+	}
+	for name, h := range a.hosts {
+		if o, ok := b.hosts[name]; !ok || planHost(o) != planHost(h) {
+			return false
+		}
+	}
+	// What the planner reads of a gateway: removed, and its key (the
+	// enrolled one, else the spec's).
+	input := func(st *state, name string) (bool, plan.Key) {
+		g, ok := st.gateways[name]
+		if ok && g.Removed {
+			return true, plan.Key{}
+		}
+		if ok && !g.PublicKey.IsZero() {
+			return false, g.PublicKey
+		}
+		if sg, _, found := st.fed.Gateway(name); found && sg.PublicKey != "" {
+			k, _ := plan.ParseKey(sg.PublicKey) // validated by spec.Parse
+			return false, k
+		}
+		return false, plan.Key{}
+	}
+	names := map[string]bool{}
+	for name := range a.gateways {
+		names[name] = true
+	}
+	for name := range b.gateways {
+		names[name] = true
+	}
+	for name := range names {
+		ga, oka := a.gateways[name]
+		gb, okb := b.gateways[name]
+		if oka == okb && ga.Removed == gb.Removed && ga.PublicKey == gb.PublicKey {
+			continue
+		}
+		if a.fed == nil {
+			return false
+		}
+		ra, ka := input(a, name)
+		rb, kb := input(b, name)
+		if ra != rb || ka != kb {
+			return false
+		}
+	}
+	return true
 }
 
 // inputs are the planner's inputs from the gateways and hosts the manager
@@ -312,8 +507,12 @@ func inputs(gws map[string]store.Gateway, hosts map[string]store.Host) plan.Inpu
 }
 
 // maxAttempts bounds how often change tries a write that lost a race
-// with another manager on the store.
-const maxAttempts = 3
+// with another manager on the store; between attempts it waits a random
+// time up to attempt·conflictPause, so that racing managers spread out.
+const (
+	maxAttempts   = 10
+	conflictPause = 5 * time.Millisecond
+)
 
 // change runs edit on an update of the current state and commits it: it
 // previews every plan, stores the change atomically and publishes the new
@@ -334,10 +533,12 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		if err := edit(u); err != nil {
 			return result{}, u, err
 		}
+		start := time.Now()
 		res, err := preview(u, cur)
 		if err != nil || u.dry {
 			return res, u, err
 		}
+		took := time.Since(start)
 		c := u.change
 		if len(c.Plans) == 0 && len(c.DeletePlans) == 0 && len(c.Gateways) == 0 && c.Spec == nil && c.UseToken == nil && len(c.RevokeTokensOf) == 0 &&
 			len(c.Hosts) == 0 && len(c.DeleteHosts) == 0 {
@@ -345,7 +546,15 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		}
 		err = m.store.Commit(ctx, c)
 		if errors.Is(err, store.ErrConflict) && attempt < maxAttempts {
+			select {
+			case <-ctx.Done():
+				return res, u, ctx.Err()
+			case <-time.After(rand.N(time.Duration(attempt) * conflictPause)):
+			}
 			continue
+		}
+		if errors.Is(err, store.ErrConflict) {
+			return res, u, fail(http.StatusServiceUnavailable, "", "other managers of the federation kept changing the state while this change was made (%d tries); try again", maxAttempts)
 		}
 		if err != nil {
 			return res, u, err
@@ -364,6 +573,9 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 			topics = append(topics, hostTopic(name))
 		}
 		m.publish(u.next, topics, false)
+		if res.computed {
+			m.planned(took, len(res.new), u.next.gen)
+		}
 		return res, u, nil
 	}
 }

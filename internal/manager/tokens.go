@@ -86,7 +86,11 @@ func (m *Manager) postToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	m.cfg.Logf("join token %s created for %s, expires %s", id, tokenFor(t), t.Expires.Format(time.RFC3339))
 	out := apiToken(t)
-	out.Token = api.JoinToken{Manager: m.url, CAFingerprint: m.CAFingerprint(), ID: id, Secret: secret}.String()
+	jt := api.JoinToken{Manager: m.url, CAFingerprint: m.CAFingerprint(), ID: id, Secret: secret}
+	if len(m.joinURLs) > 1 {
+		jt.Managers = m.joinURLs
+	}
+	out.Token = jt.String()
 	return writeJSON(w, http.StatusCreated, out)
 }
 
@@ -212,7 +216,7 @@ func (m *Manager) postEnroll(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	m.cfg.Logf("gateway %s enrolled from %s with token %s; plans changed for %v", g.Name, observed, tok.ID, res.affected)
+	m.cfg.Logf("gateway %s enrolled from %s with token %s; plans changed for %s", g.Name, observed, tok.ID, short(res.affected))
 	if st := m.snapshot(); g.Endpoint != "" && st.fed != nil {
 		if sg, _, ok := st.fed.Gateway(g.Name); ok && sg.Endpoint != g.Endpoint {
 			want := sg.Endpoint

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/spec"
@@ -120,10 +123,178 @@ type view struct {
 	// isUp the same as a set.
 	up   []string
 	isUp map[string]bool
+	// idx indexes f once, so that lookups by name cost O(1) rather than a
+	// scan of every site or link (see index).
+	idx *index
+}
+
+// index is what a view looks up by name: sites, topology entries, the
+// routed networks of each site, and results the planner computes once per
+// Compute and asks for from every gateway's plan. Lazily filled parts are
+// not safe for concurrent use; a view belongs to one Compute.
+type index struct {
+	sites map[string]*spec.Site
+	// siteIndex is the index in f.Sites of each site (the first, as
+	// sites).
+	siteIndex map[string]int
+	// first is, for each index in f.Sites, siteIndex of that site's name;
+	// routedAt is routed by index in f.Sites.
+	first    []int
+	routedAt [][]string
+	// links holds the first topology.links entry of each site pair, as
+	// spec's lookups find it.
+	links map[SitePair]*spec.Link
+	// routed lists, by site, the routed networks it is a member of,
+	// sorted and unique.
+	routed map[string][]string
+	// v6 names the gateways whose endpoint may be IPv6 (linkOuterV6).
+	v6 map[*spec.Gateway]bool
+
+	prefixes   []sitePrefix // every site's prefixes, sorted (remotePrefixes)
+	gateways   int          // every site's gateways
+	forestOnce sync.Once
+	forest     *forest // spanningForest
+	colorsOnce sync.Once
+	colors     map[Edge]int // edgeColors
+
+	mu        sync.Mutex              // guards bridgeNet
+	bridgeNet map[bridgeKey]bridgeNet // per network (and part): see bridges
+}
+
+// forest is a spanning forest (spanningForest) with the root of each
+// site's tree.
+type forest struct {
+	adj   map[string][]Edge
+	roots map[string]string
+}
+
+// root returns the root of site's tree (the same for every site of one
+// tree).
+func (sf *forest) root(site string) string { return sf.roots[site] }
+
+func newIndex(f *spec.Federation) *index {
+	x := &index{sites: map[string]*spec.Site{}, siteIndex: map[string]int{}, links: map[SitePair]*spec.Link{}, routed: map[string][]string{},
+		v6: map[*spec.Gateway]bool{}, bridgeNet: map[bridgeKey]bridgeNet{}, first: make([]int, len(f.Sites))}
+	x.prefixes = []sitePrefix{}
+	for i := range f.Sites {
+		s := &f.Sites[i]
+		if _, dup := x.sites[s.Name]; !dup {
+			x.sites[s.Name] = s
+			x.siteIndex[s.Name] = i
+		}
+		x.first[i] = x.siteIndex[s.Name]
+		x.gateways += len(s.Gateways)
+		for _, p := range s.Prefixes {
+			x.prefixes = append(x.prefixes, sitePrefix{p.Masked(), s.Name, x.siteIndex[s.Name]})
+		}
+		for gi := range s.Gateways {
+			if linkOuterV6(s.Gateways[gi].Endpoint) {
+				x.v6[&s.Gateways[gi]] = true
+			}
+		}
+	}
+	for i := range f.Topology.Links {
+		l := &f.Topology.Links[i]
+		if len(l.Between) != 2 {
+			continue
+		}
+		if _, dup := x.links[Pair(l.Between[0], l.Between[1])]; !dup {
+			x.links[Pair(l.Between[0], l.Between[1])] = l
+		}
+	}
+	for _, n := range f.Networks {
+		if n.Mode != spec.Routed {
+			continue
+		}
+		for _, s := range n.Sites {
+			x.routed[s] = append(x.routed[s], n.Name)
+		}
+	}
+	for s, names := range x.routed {
+		slices.Sort(names)
+		x.routed[s] = slices.Compact(names)
+	}
+	x.routedAt = make([][]string, len(f.Sites))
+	for i := range f.Sites {
+		x.routedAt[i] = x.routed[f.Sites[i].Name]
+	}
+	slices.SortFunc(x.prefixes, func(a, b sitePrefix) int { return comparePrefix(a.p, b.p) })
+	return x
+}
+
+// site returns the site called name (spec.Federation.Site).
+func (v view) site(name string) (*spec.Site, bool) {
+	s, ok := v.idx.sites[name]
+	return s, ok
+}
+
+// pairEnabled is spec.Federation.LinkEnabled, in O(1), for two distinct
+// sites of the spec.
+func (v view) pairEnabled(a, b string) bool {
+	if len(v.idx.links) == 0 {
+		return true
+	}
+	if l := v.idx.links[Pair(a, b)]; l != nil {
+		return !l.Disabled
+	}
+	return true
+}
+
+// linkCost is spec.Federation.LinkCost in O(1).
+func (v view) linkCost(a, b string) int {
+	if len(v.idx.links) == 0 {
+		return 1
+	}
+	if l := v.idx.links[Pair(a, b)]; l != nil && l.Cost > 0 {
+		return l.Cost
+	}
+	return 1
+}
+
+// sharedRouted returns the names of the routed networks that have both
+// sites as members, sorted.
+func (v view) sharedRouted(a, b string) []string {
+	var out []string
+	eachCommon(v.idx.routed[a], v.idx.routed[b], func(n string) bool {
+		out = append(out, n)
+		return true
+	})
+	return out
+}
+
+// firstShared returns the first name of both sorted lists, "" for none:
+// of the routed networks of two sites, the first in name order that has
+// both as members.
+func firstShared(x, y []string) string {
+	first := ""
+	eachCommon(x, y, func(n string) bool {
+		first = n
+		return false
+	})
+	return first
+}
+
+// eachCommon calls f with every name of both sorted lists, in order,
+// until f returns false.
+func eachCommon(x, y []string, f func(string) bool) {
+	for i, j := 0, 0; i < len(x) && j < len(y); {
+		switch c := cmp.Compare(x[i], y[j]); {
+		case c < 0:
+			i++
+		case c > 0:
+			j++
+		default:
+			if !f(x[i]) {
+				return
+			}
+			i++
+			j++
+		}
+	}
 }
 
 func newView(f *spec.Federation, in Inputs) view {
-	v := view{f: f, in: in, active: map[string]*spec.Gateway{}, isUp: map[string]bool{}}
+	v := view{f: f, in: in, active: map[string]*spec.Gateway{}, isUp: map[string]bool{}, idx: newIndex(f)}
 	for si := range f.Sites {
 		s := &f.Sites[si]
 		if _, dup := v.active[s.Name]; dup {
@@ -173,14 +344,14 @@ func (v view) siteUp(s string) bool { return v.isUp[s] }
 // linkUp reports whether the link between sites a and b carries traffic:
 // enabled in the spec, not down, and both sites up.
 func (v view) linkUp(a, b string) bool {
-	return a != b && v.siteUp(a) && v.siteUp(b) && v.f.LinkEnabled(a, b) && !v.in.LinksDown[Pair(a, b)]
+	return a != b && v.siteUp(a) && v.siteUp(b) && v.pairEnabled(a, b) && (len(v.in.LinksDown) == 0 || !v.in.LinksDown[Pair(a, b)])
 }
 
 // isActive reports whether g is the active gateway of its site s.
 func (v view) isActive(s string, g *spec.Gateway) bool { return v.active[s] == g }
 
 // backendOf is the tunnel backend of the link between sites a and b.
-func (v view) backendOf(a, b string) backend.Name { return overlayBackend(v.f) }
+func (v view) backendOf(a, b string) backend.Name { return v.f.LinkBackend(a, b) }
 
 // overlayBackend is the federation's tunnel backend (spec.Parse fills in
 // the default; a Federation built by hand may leave it out).
@@ -201,19 +372,37 @@ func Compute(f *spec.Federation, in Inputs) ([]Gateway, error) {
 	}
 	v := newView(f, in)
 	rt := computeRouting(v)
-	colors := edgeColors(v)
-	var out []Gateway
+	type job struct{ site, self int }
+	var jobs []job
 	for si := range f.Sites {
 		for gi := range f.Sites[si].Gateways {
-			if in.Removed[f.Sites[si].Gateways[gi].Name] {
-				continue
+			if !in.Removed[f.Sites[si].Gateways[gi].Name] {
+				jobs = append(jobs, job{si, gi})
 			}
-			g, err := gatewayPlan(planArgs{v: v, keys: keys, rt: rt, colors: colors, site: &f.Sites[si], self: &f.Sites[si].Gateways[gi]})
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, g)
 		}
+	}
+	// Each gateway's plan is computed on its own; they are independent, so
+	// they are computed on every CPU at once, each into its own slot.
+	out := make([]Gateway, len(jobs))
+	errs := make([]error, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(1, len(jobs)/16)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				j := jobs[i]
+				out[i], errs[i] = gatewayPlan(planArgs{v: v, keys: keys, rt: rt, site: &f.Sites[j.site], self: &f.Sites[j.site].Gateways[j.self]})
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
 	}
 	slices.SortFunc(out, func(a, b Gateway) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
@@ -265,12 +454,11 @@ func publicKeys(f *spec.Federation, in Inputs) (map[string]Key, error) {
 // inputs, the keys, the relay plan and the relay links' numbers, and the
 // gateway to plan with its site.
 type planArgs struct {
-	v      view
-	keys   map[string]Key
-	rt     routing
-	colors map[Edge]int
-	site   *spec.Site
-	self   *spec.Gateway
+	v    view
+	keys map[string]Key
+	rt   routing
+	site *spec.Site
+	self *spec.Gateway
 }
 
 func gatewayPlan(a planArgs) (g Gateway, err error) {
@@ -289,7 +477,7 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		Firewall: Firewall{
 			Table:   Table,
 			Local:   sortedPrefixes(site.Prefixes),
-			Remote:  remotePrefixes(f, site.Name),
+			Remote:  a.v.remotePrefixes(site.Name),
 			Transit: ov.Transit.Masked(),
 			Flows:   []Flow{},
 		},
@@ -309,23 +497,29 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	// federation's backend even without links, so the gateway has its
 	// transit address.
 	backends := []backend.Name{overlayBackend(f)}
-	for _, remote := range f.Sites {
-		if remote.Name != site.Name && f.LinkEnabled(site.Name, remote.Name) {
-			backends = append(backends, a.v.backendOf(site.Name, remote.Name))
+	for ri := range f.Sites {
+		if remote := &f.Sites[ri]; remote.Name != site.Name && a.v.pairEnabled(site.Name, remote.Name) {
+			if b := a.v.backendOf(site.Name, remote.Name); !slices.Contains(backends, b) {
+				backends = append(backends, b)
+			}
 		}
 	}
-	slices.Sort(backends)
-	backends = slices.Compact(backends)
+	backends = tunnelOrder(backends)
 	for i, b := range backends {
 		info, ok := backend.Lookup(b)
 		if !ok {
 			return Gateway{}, fmt.Errorf("gateway %s: tunnel backend %q is not known to this fednet (known: %s)", self.Name, b, backend.List())
 		}
-		t := Tunnel{Backend: b, Name: ov.Interface, ListenPort: ov.ListenPort}
-		if i > 0 {
-			return Gateway{}, fmt.Errorf("gateway %s: links of backends %s and %s: one backend per gateway is supported", self.Name, backends[0], b)
-		}
+		t := tunnelOf(ov, info)
 		t.Address = netip.PrefixFrom(self.TransitAddress, ov.Transit.Bits())
+		if i > 0 {
+			if prev := slices.IndexFunc(g.Tunnels, func(x Tunnel) bool { return x.Name == t.Name }); prev >= 0 {
+				return Gateway{}, fmt.Errorf("gateway %s: the tunnels of backends %s and %s would both be interface %s; set overlay.interface to another name", self.Name, g.Tunnels[prev].Backend, b, t.Name)
+			}
+			// Only the first tunnel holds the transit prefix; the others
+			// hold the address alone and route their peers' (below).
+			t.Address = netip.PrefixFrom(self.TransitAddress, self.TransitAddress.BitLen())
+		}
 		t.MTU, t.MTUReason = tunnelMTUOf(a.v, site, self, b)
 		g.Firewall.Public = append(g.Firewall.Public, info.Public(t.ListenPort)...)
 		// The UDP-blocked fallback carries WireGuard's packets in a TLS
@@ -354,15 +548,15 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	// routes each prefix to exactly one peer. The other gateways of a site
 	// carry their transit address only, so their tunnels stay up and a
 	// failover moves the prefixes alone.
-	via := map[string][]netip.Prefix{}
-	for dst, next := range a.rt.next[site.Name] {
-		if d, ok := f.Site(dst); ok {
-			via[next] = append(via[next], d.Prefixes...)
-		}
-	}
+	via := a.rt.via(a.v, site.Name)
+	g.Peers = make([]Peer, 0, a.v.idx.gateways)
+	g.Routes = make([]Route, 0, len(a.v.idx.prefixes))
+	// The peers' allowed IPs share one array (each capped at its length,
+	// so that appending to one never writes into the next).
+	ips := make([]netip.Prefix, 0, a.v.idx.gateways+len(a.v.idx.prefixes))
 	for ri := range f.Sites {
 		remote := &f.Sites[ri]
-		if remote.Name == site.Name || !f.LinkEnabled(site.Name, remote.Name) {
+		if remote.Name == site.Name || !a.v.pairEnabled(site.Name, remote.Name) {
 			continue
 		}
 		b := a.v.backendOf(site.Name, remote.Name)
@@ -371,68 +565,47 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 			if a.v.in.Removed[h.Name] {
 				continue
 			}
+			start := len(ips)
+			ips = append(ips, netip.PrefixFrom(h.TransitAddress, h.TransitAddress.BitLen()))
 			p := Peer{
-				Gateway:    h.Name,
-				Site:       remote.Name,
-				Backend:    b,
-				Endpoint:   h.Endpoint,
-				AllowedIPs: []netip.Prefix{netip.PrefixFrom(h.TransitAddress, h.TransitAddress.BitLen())},
+				Gateway:  h.Name,
+				Site:     remote.Name,
+				Backend:  b,
+				Endpoint: h.Endpoint,
 			}
-			if b == backend.WireGuard {
+			switch b {
+			case backend.WireGuard:
 				p.WireGuard.PublicKey = a.keys[h.Name]
 				if self.BehindNAT || h.BehindNAT {
 					p.WireGuard.PersistentKeepalive = KeepaliveNAT
 				}
+			case backend.IPsec:
+				p.IPsec = ipsecPeer(f, self, h)
+			}
+			if b != backends[0] {
+				// The transit prefix is on-link through the first tunnel;
+				// a peer on another backend is reached through its own.
+				g.Routes = append(g.Routes, Route{Destination: ips[start], Device: device(b), Via: h.Name})
 			}
 			if a.v.isActive(remote.Name, h) {
-				for _, pfx := range sortedPrefixes(via[remote.Name]) {
-					p.AllowedIPs = append(p.AllowedIPs, pfx)
+				var routed []netip.Prefix
+				if via != nil {
+					routed = via[a.v.idx.first[ri]]
+				}
+				for _, pfx := range sortedPrefixes(routed) {
+					ips = append(ips, pfx)
 					g.Routes = append(g.Routes, Route{Destination: pfx, Device: device(b), Via: h.Name})
 				}
 			}
+			p.AllowedIPs = ips[start:len(ips):len(ips)]
 			slices.SortFunc(p.AllowedIPs, comparePrefix)
 			g.Peers = append(g.Peers, p)
 		}
 	}
 
-	// Forwarded flows: between the site and every site it shares a routed
-	// network with, and between the pairs it relays for.
-	flows := map[[2]netip.Prefix]string{}
-	allow := func(from, to *spec.Site, networks []string) {
-		for _, src := range from.Prefixes {
-			for _, dst := range to.Prefixes {
-				for _, n := range networks {
-					addFlow(flows, src.Masked(), dst.Masked(), n)
-				}
-			}
-		}
-	}
-	for ti := range f.Sites {
-		remote := &f.Sites[ti]
-		if _, routed := a.rt.next[site.Name][remote.Name]; remote.Name == site.Name || !routed {
-			continue
-		}
-		if shared := sharedRoutedNetworks(f, site.Name, remote.Name); len(shared) > 0 {
-			allow(site, remote, shared)
-			allow(remote, site, shared)
-		}
-	}
-	for _, p := range a.rt.relayed[site.Name] {
-		from, _ := f.Site(p.from)
-		to, _ := f.Site(p.to)
-		allow(from, to, p.networks)
-	}
+	g.Firewall.Flows = flows(a.v, a.rt, site)
 	slices.SortFunc(g.Peers, func(a, b Peer) int { return cmp.Compare(a.Gateway, b.Gateway) })
 	slices.SortFunc(g.Routes, func(a, b Route) int { return comparePrefix(a.Destination, b.Destination) })
-	for pair, n := range flows {
-		g.Firewall.Flows = append(g.Firewall.Flows, Flow{Network: n, Source: pair[0], Destination: pair[1]})
-	}
-	slices.SortFunc(g.Firewall.Flows, func(a, b Flow) int {
-		if c := comparePrefix(a.Source, b.Source); c != 0 {
-			return c
-		}
-		return comparePrefix(a.Destination, b.Destination)
-	})
 	g.Forwarding = len(g.Routes) > 0
 
 	mtu := 0
@@ -443,7 +616,7 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	}
 	g.Firewall.MSS = mtu - ipv4Header - tcpHeader
 	if a.v.isActive(site.Name, self) {
-		g.Bridges, err = bridges(a.v, a.colors, site)
+		g.Bridges, err = bridges(a.v, site)
 		if err != nil {
 			return Gateway{}, err
 		}
@@ -452,6 +625,92 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	g.Firewall.TunnelPorts = tunnelPorts(g.Bridges)
 	g.Firewall.Admit = admissions(f.PublicAllowOf(self))
 	return g, nil
+}
+
+// flows are the forwarded flows of a gateway of site: between the site and
+// every site it routes and shares a routed network with, and between the
+// pairs it relays for; sorted by source then destination. A pair of
+// prefixes that several networks allow is listed once, with the network
+// that sorts first. They are made in that order, walking the prefixes of
+// every site in order, rather than sorted afterwards: a gateway of a large
+// federation has thousands.
+func flows(v view, rt routing, site *spec.Site) []Flow {
+	f := v.f
+	// net[i] is the network of flows between site and f.Sites[i] (the
+	// first of those they share), "" for none.
+	net := make([]string, len(f.Sites))
+	self, ok := rt.pos[site.Name]
+	if !ok {
+		self = -1
+	}
+	mine := v.idx.routed[site.Name]
+	for ti := range f.Sites {
+		remote := &f.Sites[ti]
+		if remote.Name == site.Name || !rt.routes(self, ti) {
+			continue
+		}
+		net[ti] = firstShared(mine, v.idx.routedAt[ti])
+	}
+	type relay struct {
+		to  int
+		net string
+	}
+	relays := map[int][]relay{} // by the source site's index
+	for _, p := range rt.relayed[site.Name] {
+		relays[v.idx.siteIndex[p.from]] = append(relays[v.idx.siteIndex[p.from]], relay{v.idx.siteIndex[p.to], slices.Min(p.networks)})
+	}
+	var own []netip.Prefix
+	for _, sp := range v.idx.prefixes {
+		if sp.site == site.Name {
+			own = append(own, sp.p)
+		}
+	}
+	out := make([]Flow, 0, 2*len(v.idx.prefixes))
+	var buf []Flow
+	for _, src := range v.idx.prefixes {
+		si := src.index
+		if src.site == site.Name {
+			for _, dst := range v.idx.prefixes {
+				if n := net[dst.index]; n != "" {
+					out = append(out, Flow{Network: n, Source: src.p, Destination: dst.p})
+				}
+			}
+			continue
+		}
+		buf = buf[:0]
+		if n := net[si]; n != "" {
+			for _, dst := range own {
+				buf = append(buf, Flow{Network: n, Source: src.p, Destination: dst})
+			}
+		}
+		for _, r := range relays[si] {
+			for _, dst := range f.Sites[r.to].Prefixes {
+				buf = append(buf, Flow{Network: r.net, Source: src.p, Destination: dst.Masked()})
+			}
+		}
+		if len(buf) > 1 {
+			slices.SortFunc(buf, compareFlow)
+		}
+		out = append(out, buf...)
+	}
+	// Prefixes shared between sites (which validation refuses) could
+	// leave the order unfinished; sort then, so the result never depends
+	// on the walk.
+	if !slices.IsSortedFunc(out, compareFlow) {
+		slices.SortFunc(out, compareFlow)
+	}
+	return slices.CompactFunc(out, func(a, b Flow) bool { return a.Source == b.Source && a.Destination == b.Destination })
+}
+
+// compareFlow orders flows by source, destination, then network.
+func compareFlow(a, b Flow) int {
+	if c := comparePrefix(a.Source, b.Source); c != 0 {
+		return c
+	}
+	if c := comparePrefix(a.Destination, b.Destination); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Network, b.Network)
 }
 
 // admissions are a gateway's public-side admissions from the spec's, in
@@ -522,58 +781,45 @@ const maxRelayPorts = 100
 // seen twice). Every gateway of a network gets the same MTU, from the
 // smallest tunnel MTU among the sites that carry it: an Ethernet segment
 // needs one MTU.
-func bridges(v view, colors map[Edge]int, site *spec.Site) ([]Bridge, error) {
-	f := v.f
+func bridges(v view, site *spec.Site) ([]Bridge, error) {
 	self := v.active[site.Name]
 	var out []Bridge
-	for _, n := range f.Networks {
+	for _, n := range v.f.Networks {
 		if n.Mode != spec.Bridged {
 			continue
 		}
-		var members []string
-		for _, s := range f.Sites {
-			if slices.Contains(n.Sites, s.Name) && v.siteUp(s.Name) {
-				members = append(members, s.Name)
-			}
-		}
-		mesh := true
-		for i, a := range members {
-			for _, b := range members[i+1:] {
-				mesh = mesh && v.linkUp(a, b)
-			}
-		}
-		var carriers []string // the sites whose tunnel MTU bounds the network's
+		net := v.bridgeNetwork(n)
 		var tunnels []VXLAN
 		relay := false
-		if mesh {
-			if !slices.Contains(members, site.Name) {
+		carried := net
+		if net.mesh {
+			if !net.isMember[site.Name] {
 				continue
 			}
-			carriers = members
 			x := VXLAN{Name: fmt.Sprintf("fvx%d", n.ID), Kind: ToGateways, Local: self.TransitAddress, UDPPort: VXLANPort, Remotes: []netip.Addr{}, To: "members"}
-			for _, m := range members {
-				if m != site.Name {
-					x.Remotes = append(x.Remotes, v.active[m].TransitAddress)
+			for _, r := range net.remotes {
+				if r.site != site.Name {
+					x.Remotes = append(x.Remotes, r.addr)
 				}
 			}
-			slices.SortFunc(x.Remotes, netip.Addr.Compare)
 			tunnels = append(tunnels, x)
 		} else {
-			t, err := networkTree(v, n.Name, site.Name)
+			part, err := v.bridgePart(n, net, site.Name)
 			if err != nil {
 				return nil, err
 			}
+			t := part.tree
 			if !slices.Contains(t.Members, site.Name) && !slices.Contains(t.Relays, site.Name) {
 				continue
 			}
 			relay = !slices.Contains(t.Members, site.Name)
-			carriers = append(slices.Clone(t.Members), t.Relays...)
+			carried = part
 			for _, e := range t.Edges {
 				if e.A != site.Name && e.B != site.Name {
 					continue
 				}
 				nb := other(e, site.Name)
-				c := colors[Edge{A: e.A, B: e.B}]
+				c := v.colors()[Edge{A: e.A, B: e.B}]
 				if c >= maxRelayPorts {
 					return nil, fmt.Errorf("network %s: site %s has more than %d relay tree links; fednet numbers at most %d per site", n.Name, site.Name, maxRelayPorts, maxRelayPorts)
 				}
@@ -583,20 +829,6 @@ func bridges(v view, colors map[Edge]int, site *spec.Site) ([]Bridge, error) {
 				})
 			}
 			slices.SortFunc(tunnels, func(a, b VXLAN) int { return cmp.Compare(a.Name, b.Name) })
-		}
-		tunnel := 0
-		var segs []Segment
-		for ti := range f.Sites {
-			s := &f.Sites[ti]
-			if !slices.Contains(carriers, s.Name) || !v.siteUp(s.Name) {
-				continue
-			}
-			if slices.Contains(members, s.Name) {
-				segs = append(segs, Segment{Site: s.Name, Neighbors: neighborFamily(v, s)})
-			}
-			if mtu := minTunnelMTU(v, s, v.active[s.Name]); tunnel == 0 || mtu < tunnel {
-				tunnel = mtu
-			}
 		}
 		b := Bridge{
 			Network: n.Name,
@@ -608,11 +840,139 @@ func bridges(v view, colors map[Edge]int, site *spec.Site) ([]Bridge, error) {
 		if !relay {
 			b.Port = self.BridgePorts[n.Name]
 		}
-		b.MTU, b.MTUReason = NetworkMTU(tunnel, MTUInputs{Bridged: true, Segments: segs})
+		b.MTU, b.MTUReason = carried.mtu, carried.mtuReason
 		out = append(out, b)
 	}
 	slices.SortFunc(out, func(a, b Bridge) int { return cmp.Compare(a.VNI, b.VNI) })
 	return out, nil
+}
+
+// bridgeKey names a bridged network, or one part of it (the sites one
+// site reaches over links that are up: its root in the spanning forest).
+type bridgeKey struct{ network, part string }
+
+// bridgeNet is what every gateway's bridge of one bridged network shares,
+// computed once per Compute: the members that are up, whether every two
+// of them have a link that is up (mesh), in a mesh the members' active
+// transit addresses, and otherwise (per part) the relay tree; and the MTU
+// of the sites that carry it.
+type bridgeNet struct {
+	members  []string // up, in spec order
+	isMember map[string]bool
+	mesh     bool
+	remotes  []siteAddr // mesh: every member's active transit address, sorted
+	tree     Tree       // a part of a network that is not a mesh
+
+	mtu       int
+	mtuReason string
+}
+
+// siteAddr is the transit address of a site's active gateway.
+type siteAddr struct {
+	addr netip.Addr
+	site string
+}
+
+// bridgeNetwork returns what the bridges of network n share.
+func (v view) bridgeNetwork(n spec.Network) bridgeNet {
+	key := bridgeKey{network: n.Name}
+	if b, ok := v.idx.cached(key); ok {
+		return b
+	}
+	inSpec := map[string]bool{}
+	for _, s := range n.Sites {
+		inSpec[s] = true
+	}
+	b := bridgeNet{isMember: map[string]bool{}, mesh: true}
+	for _, s := range v.f.Sites {
+		if inSpec[s.Name] && v.siteUp(s.Name) {
+			b.members = append(b.members, s.Name)
+			b.isMember[s.Name] = true
+		}
+	}
+	for i, x := range b.members {
+		for _, y := range b.members[i+1:] {
+			if !v.linkUp(x, y) {
+				b.mesh = false
+				break
+			}
+		}
+		if !b.mesh {
+			break
+		}
+	}
+	if b.mesh {
+		for _, m := range b.members {
+			b.remotes = append(b.remotes, siteAddr{v.active[m].TransitAddress, m})
+		}
+		slices.SortFunc(b.remotes, func(x, y siteAddr) int { return x.addr.Compare(y.addr) })
+		b.mtu, b.mtuReason = v.bridgeMTU(b.isMember, b.isMember)
+	}
+	v.idx.cache(key, b)
+	return b
+}
+
+// cached returns the bridgeNet of key, computed before.
+func (x *index) cached(key bridgeKey) (bridgeNet, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	b, ok := x.bridgeNet[key]
+	return b, ok
+}
+
+// cache keeps the bridgeNet of key. Two goroutines may compute the same
+// one; both get the same value.
+func (x *index) cache(key bridgeKey, b bridgeNet) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.bridgeNet[key] = b
+}
+
+// bridgePart returns the relay tree of the part of network n (not a mesh)
+// that site reaches, with the MTU of the sites it carries.
+func (v view) bridgePart(n spec.Network, net bridgeNet, site string) (bridgeNet, error) {
+	key := bridgeKey{network: n.Name, part: v.spanning().root(site)}
+	if b, ok := v.idx.cached(key); ok {
+		return b, nil
+	}
+	t, err := networkTree(v, n.Name, site)
+	if err != nil {
+		return bridgeNet{}, err
+	}
+	b := net
+	b.tree = t
+	carriers := map[string]bool{}
+	for _, s := range t.Members {
+		carriers[s] = true
+	}
+	for _, s := range t.Relays {
+		carriers[s] = true
+	}
+	b.mtu, b.mtuReason = v.bridgeMTU(carriers, net.isMember)
+	v.idx.cache(key, b)
+	return b, nil
+}
+
+// bridgeMTU is the MTU of a bridged network carried by the sites carriers
+// with the member segments of members: every gateway of a network gets the
+// same MTU, from the smallest tunnel MTU among the sites that carry it (an
+// Ethernet segment needs one MTU).
+func (v view) bridgeMTU(carriers, members map[string]bool) (int, string) {
+	tunnel := 0
+	var segs []Segment
+	for ti := range v.f.Sites {
+		s := &v.f.Sites[ti]
+		if !carriers[s.Name] || !v.siteUp(s.Name) {
+			continue
+		}
+		if members[s.Name] {
+			segs = append(segs, Segment{Site: s.Name, Neighbors: neighborFamily(v, s)})
+		}
+		if mtu := minTunnelMTU(v, s, v.active[s.Name]); tunnel == 0 || mtu < tunnel {
+			tunnel = mtu
+		}
+	}
+	return NetworkMTU(tunnel, MTUInputs{Bridged: true, Segments: segs})
 }
 
 // minTunnelMTU is the smallest MTU among the tunnels of gateway self of
@@ -620,8 +980,8 @@ func bridges(v view, colors map[Edge]int, site *spec.Site) ([]Bridge, error) {
 func minTunnelMTU(v view, s *spec.Site, self *spec.Gateway) int {
 	mtu := 0
 	seen := map[backend.Name]bool{overlayBackend(v.f): true}
-	for _, r := range v.f.Sites {
-		if r.Name != s.Name && v.f.LinkEnabled(s.Name, r.Name) {
+	for ri := range v.f.Sites {
+		if r := &v.f.Sites[ri]; r.Name != s.Name && v.pairEnabled(s.Name, r.Name) {
 			seen[v.backendOf(s.Name, r.Name)] = true
 		}
 	}
@@ -638,13 +998,16 @@ func minTunnelMTU(v view, s *spec.Site, self *spec.Gateway) int {
 // worst link (IPv6 if any enabled link of that backend to a gateway not
 // removed may run over IPv6).
 func tunnelMTUOf(v view, s *spec.Site, self *spec.Gateway, b backend.Name) (int, string) {
+	selfV6 := linkOuterV6(self.Endpoint)
 	outerV6 := false
-	for _, remote := range v.f.Sites {
-		if remote.Name == s.Name || !v.f.LinkEnabled(s.Name, remote.Name) || v.backendOf(s.Name, remote.Name) != b {
+	for ri := range v.f.Sites {
+		remote := &v.f.Sites[ri]
+		if remote.Name == s.Name || !v.pairEnabled(s.Name, remote.Name) || v.backendOf(s.Name, remote.Name) != b {
 			continue
 		}
-		for _, h := range remote.Gateways {
-			if !v.in.Removed[h.Name] && linkOuterV6(self.Endpoint, h.Endpoint) {
+		for hi := range remote.Gateways {
+			h := &remote.Gateways[hi]
+			if !v.in.Removed[h.Name] && (selfV6 || v.idx.v6[h]) {
 				outerV6 = true
 			}
 		}
@@ -684,39 +1047,24 @@ func linkOuterV6(endpoints ...string) bool {
 	return false
 }
 
-func addFlow(flows map[[2]netip.Prefix]string, src, dst netip.Prefix, network string) {
-	k := [2]netip.Prefix{src, dst}
-	if cur, ok := flows[k]; !ok || network < cur {
-		flows[k] = network
-	}
-}
-
-// sharedRoutedNetworks returns the names of the routed networks that have
-// both sites as members, sorted.
-func sharedRoutedNetworks(f *spec.Federation, a, b string) []string {
-	var names []string
-	for _, n := range f.Networks {
-		if n.Mode != spec.Routed {
-			continue
-		}
-		if slices.Contains(n.Sites, a) && slices.Contains(n.Sites, b) {
-			names = append(names, n.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
 // remotePrefixes returns the prefixes of every site but the named one,
 // sorted.
-func remotePrefixes(f *spec.Federation, site string) []netip.Prefix {
-	var all []netip.Prefix
-	for _, s := range f.Sites {
-		if s.Name != site {
-			all = append(all, s.Prefixes...)
+func (v view) remotePrefixes(site string) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(v.idx.prefixes))
+	for _, sp := range v.idx.prefixes {
+		if sp.site != site {
+			out = append(out, sp.p)
 		}
 	}
-	return sortedPrefixes(all)
+	return out
+}
+
+// sitePrefix is a masked prefix of a site (its index in the spec's
+// sites: the first of that name).
+type sitePrefix struct {
+	p     netip.Prefix
+	site  string
+	index int
 }
 
 func sortedPrefixes(in []netip.Prefix) []netip.Prefix {

@@ -140,13 +140,14 @@ func networkTree(v view, network, part string) (Tree, error) {
 	}
 	members = slices.DeleteFunc(members, func(m string) bool { return !v.siteUp(m) })
 
-	adj, uf := spanningForest(v)
+	sf := v.spanning()
+	adj := sf.adj
 	if part != "" {
 		if !v.siteUp(part) {
 			members = nil
 		} else {
-			root := uf.find(part)
-			members = slices.DeleteFunc(members, func(m string) bool { return uf.find(m) != root })
+			root := sf.root(part)
+			members = slices.DeleteFunc(members, func(m string) bool { return sf.root(m) != root })
 		}
 		if len(members) == 0 {
 			return Tree{Network: network, Members: []string{}, Relays: []string{}, Edges: []Edge{}, Paths: []Path{}}, nil
@@ -159,7 +160,7 @@ func networkTree(v view, network, part string) (Tree, error) {
 	// Every member must be in one tree of the forest.
 	groups := map[string][]string{}
 	for _, m := range members {
-		r := uf.find(m)
+		r := sf.root(m)
 		groups[r] = append(groups[r], m)
 	}
 	if len(groups) > 1 {
@@ -180,7 +181,7 @@ func networkTree(v view, network, part string) (Tree, error) {
 
 	// Keep the members' tree, then prune non-member leaves until none is
 	// left. A pruned leaf's neighbor may become a leaf in turn.
-	root := uf.find(members[0])
+	root := sf.root(members[0])
 	isMember := map[string]bool{}
 	for _, m := range members {
 		isMember[m] = true
@@ -189,7 +190,7 @@ func networkTree(v view, network, part string) (Tree, error) {
 	degree := map[string]int{}
 	var leaves []string
 	for _, s := range sites {
-		if uf.find(s) != root {
+		if sf.root(s) != root {
 			continue
 		}
 		in[s] = true
@@ -242,6 +243,25 @@ func networkTree(v view, network, part string) (Tree, error) {
 	return t, nil
 }
 
+// spanning returns spanningForest(v), computed once per view.
+func (v view) spanning() *forest {
+	v.idx.forestOnce.Do(func() {
+		adj, uf := spanningForest(v)
+		sf := &forest{adj: adj, roots: map[string]string{}}
+		for s := range uf {
+			sf.roots[s] = uf.find(s)
+		}
+		v.idx.forest = sf
+	})
+	return v.idx.forest
+}
+
+// colors returns edgeColors(v), computed once per view.
+func (v view) colors() map[Edge]int {
+	v.idx.colorsOnce.Do(func() { v.idx.colors = edgeColors(v) })
+	return v.idx.colors
+}
+
 // spanningForest is Kruskal's minimum spanning forest over the links that
 // are up in v between its sites (every site of the spec is a node; a site
 // that is down has no link): edges taken in order of cost, then of the
@@ -253,7 +273,7 @@ func spanningForest(v view) (map[string][]Edge, unionFind) {
 	for i, a := range sites {
 		for _, b := range sites[i+1:] {
 			if v.linkUp(a, b) {
-				links = append(links, Edge{A: a, B: b, Cost: v.f.LinkCost(a, b)})
+				links = append(links, Edge{A: a, B: b, Cost: v.linkCost(a, b)})
 			}
 		}
 	}
@@ -284,7 +304,7 @@ func spanningForest(v view) (map[string][]Edge, unionFind) {
 // forest, so a site's devices of one network never collide.
 func edgeColors(v view) map[Edge]int {
 	sites := siteNames(v.f)
-	adj, _ := spanningForest(v)
+	adj := v.spanning().adj
 	colors := map[Edge]int{}
 	seen := map[string]bool{}
 	for _, root := range sites {

@@ -286,6 +286,8 @@ type Peer struct {
 	AllowedIPs []netip.Prefix `json:"allowedIPs"`
 	// WireGuard holds the link's WireGuard parameters (backend wireguard).
 	WireGuard WireGuardPeer `json:"wireguard,omitzero"`
+	// IPsec holds the link's IPsec parameters (backend ipsec).
+	IPsec IPsecPeer `json:"ipsec,omitzero"`
 }
 
 // WireGuardPeer is what a WireGuard link needs beyond Peer.

@@ -118,6 +118,7 @@ func (c *checker) defaults() {
 			f.Topology.Links[i].Cost = 1
 		}
 	}
+	c.ipsecDefaults()
 	if f.Lab != nil && !c.set["lab.hostsPerSite"] {
 		f.Lab.HostsPerSite = 2
 	}

@@ -271,7 +271,7 @@ func TestRejections(t *testing.T) {
 		{"interface predictable ethernet", func(t *testing.T) string { return base + "overlay:\n  interface: enp0s31f6\n" },
 			"overlay.interface", 21, "never takes over an existing one", false},
 		{"backend unknown", func(t *testing.T) string { return base + "overlay:\n  backend: openvpn\n" },
-			"overlay.backend", 21, `"openvpn" is not a tunnel backend; want one of: wireguard`, false},
+			"overlay.backend", 21, `"openvpn" is not a tunnel backend; want one of: ipsec, wireguard`, false},
 		{"publicKey not base64", func(t *testing.T) string {
 			return edit(t, "endpoint: 198.51.100.1:51820\n", "endpoint: 198.51.100.1:51820\n        publicKey: not-a-key!\n")
 		}, "sites[0].gateways[0].publicKey", 10, "is not base64", false},

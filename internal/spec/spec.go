@@ -76,6 +76,8 @@ type Overlay struct {
 	// side besides the tunnel, such as SSH from the operators' network
 	// (publicallow.go).
 	PublicAllow []Admission `yaml:"publicAllow,omitempty" json:"publicAllow,omitempty"`
+	// IPsec holds the settings of links on backend ipsec (ipsec.go).
+	IPsec *IPsec `yaml:"ipsec,omitempty" json:"ipsec,omitempty"`
 	// Fallback is what a WireGuard link does when UDP between its gateways
 	// is blocked (docs/interop.md).
 	Fallback Fallback `yaml:"fallback,omitempty" json:"fallback,omitempty"`
@@ -242,6 +244,8 @@ type Link struct {
 	Disabled bool     `yaml:"disabled,omitempty" json:"disabled,omitempty"`
 	// Cost weights the link for path choice, 1 or more (default 1).
 	Cost int `yaml:"cost,omitempty" json:"cost,omitempty"`
+	// Backend is the link's tunnel backend; "" takes overlay.backend.
+	Backend backend.Name `yaml:"backend,omitempty" json:"backend,omitempty"`
 }
 
 // Lab holds settings for `fednet lab` only.

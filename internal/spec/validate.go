@@ -41,6 +41,7 @@ func (c *checker) validate() {
 	c.networks(sites)
 	c.bridgePorts()
 	c.topology(sites)
+	c.ipsec()
 	c.egressPrices()
 	c.clouds()
 	c.publicAllows()

@@ -114,6 +114,11 @@ func TestApplyAgainstMoto(t *testing.T) {
 	for _, r := range []string{`0.0.0.0/0 "fednet clouds/aws-eu: behind NAT office-gw"`, `192.0.2.40/32 "fednet clouds/aws-eu: peer os-gw"`, `203.0.113.20/32 "fednet clouds/aws-eu: peer azure-gw"`} {
 		want = append(want, fmt.Sprintf("ingress %s udp 51820-51820 from %s", v.Group, r))
 	}
+	// The UDP-blocked fallback's TCP 443 from every peer (the operator's
+	// own rule admits gcp-gw's UDP only).
+	for _, r := range []string{`0.0.0.0/0 "fednet clouds/aws-eu: behind NAT office-gw"`, `192.0.2.30/32 "fednet clouds/aws-eu: peer gcp-gw"`, `192.0.2.40/32 "fednet clouds/aws-eu: peer os-gw"`, `203.0.113.20/32 "fednet clouds/aws-eu: peer azure-gw"`} {
+		want = append(want, fmt.Sprintf("ingress %s tcp 443-443 from %s", v.Group, r))
+	}
 	after := v.Snapshot(ctx, t, c)
 	var removed []string
 	for _, l := range before {
@@ -168,14 +173,16 @@ func TestApplyAgainstMoto(t *testing.T) {
 	got := strings.Join(texts(ch), "\n")
 	for _, w := range []string{"authorize-security-group-ingress --group-id " + v.Group + " --ip-permissions 'IpProtocol=udp,FromPort=51820,ToPort=51820,IpRanges=[{CidrIp=203.0.113.99/32",
 		"revoke-security-group-ingress --group-id " + v.Group + " --ip-permissions 'IpProtocol=udp,FromPort=51820,ToPort=51820,IpRanges=[{CidrIp=203.0.113.20/32}]'",
+		"authorize-security-group-ingress --group-id " + v.Group + " --ip-permissions 'IpProtocol=tcp,FromPort=443,ToPort=443,IpRanges=[{CidrIp=203.0.113.99/32",
+		"revoke-security-group-ingress --group-id " + v.Group + " --ip-permissions 'IpProtocol=tcp,FromPort=443,ToPort=443,IpRanges=[{CidrIp=203.0.113.20/32}]'",
 		"delete-route --route-table-id " + v.RouteTables[0] + " --destination-cidr-block 10.5.0.0/24",
 		"delete-route --route-table-id " + v.RouteTables[1] + " --destination-cidr-block 10.5.0.0/24"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("spec change: changes lack %q:\n%s", w, got)
 		}
 	}
-	if len(ch) != 4 {
-		t.Errorf("spec change made %d changes, want 4:\n%s", len(ch), got)
+	if len(ch) != 6 { // the tunnel port and the fallback's TCP 443 from the moved peer, two routes
+		t.Errorf("spec change made %d changes, want 6:\n%s", len(ch), got)
 	}
 
 	// Remove leaves the VPC as it was.
@@ -305,8 +312,8 @@ func TestUnauthorizedOperation(t *testing.T) {
 	}
 	// The other changes went ahead: routes and rules are in place, and a
 	// second apply (with the permission) completes the rest.
-	if len(done) != 11 {
-		t.Errorf("%d changes done despite the failed ones, want 11 (3 rules, 8 routes)", len(done))
+	if len(done) != 15 {
+		t.Errorf("%d changes done despite the failed ones, want 15 (7 rules: the tunnel port and the fallback's TCP 443; 8 routes):\n%s", len(done), strings.Join(texts(done), "\n"))
 	}
 	rest, err := site(t, c, v.Spec(t, example), plan.Inputs{}).Apply(ctx)
 	if err != nil || len(rest) != 2 {

@@ -163,6 +163,9 @@ type LinkState struct {
 	// RxBytes and TxBytes count what the tunnel carried from and to the
 	// peer.
 	RxBytes, TxBytes int64
+	// Reason says why a link that is not established failed last, as its
+	// driver knows it ("authentication failed: ..."); "" when unknown.
+	Reason string
 }
 
 // Driver is the pure part of a tunnel backend: no I/O, so the fake data

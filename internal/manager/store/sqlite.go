@@ -129,6 +129,14 @@ var migrations = []string{
 		received INTEGER NOT NULL
 	);
 	INSERT INTO meta (key, value) VALUES ('history_floor', COALESCE((SELECT value FROM meta WHERE key = 'generation'), 0));`,
+	// Plan sums (the plans' JSON becomes optional) and the federation's
+	// identity, shared by the managers of a store.
+	`ALTER TABLE plans ADD COLUMN sum BLOB NOT NULL DEFAULT x'';
+	CREATE TABLE identity (
+		id               INTEGER PRIMARY KEY CHECK (id = 1),
+		ca_cert          BLOB NOT NULL,
+		admin_token_hash BLOB NOT NULL
+	);`,
 }
 
 // OpenSQLite opens the database file cfg.Path, creating it when missing or
@@ -334,19 +342,11 @@ func (s *SQLite) check() error {
 	return nil
 }
 
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
+// nanos and fromNanos are how stores keep times: unix nanoseconds, 0 for
+// the zero time, read back in UTC.
+func nanos(t time.Time) int64 { return UnixNano(t) }
 
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
+func fromNanos(n int64) time.Time { return FromUnixNano(n) }
 
 func boolInt(b bool) int {
 	if b {
@@ -601,15 +601,23 @@ func (s *SQLite) Hosts(ctx context.Context) ([]Host, error) {
 	return list(ctx, s.db, "listing hosts", "SELECT "+hostColumns+" FROM hosts ORDER BY name", nil, scanHost)
 }
 
-const planColumns = "gateway, generation, revision, plan"
+const planColumns = "gateway, generation, revision, sum, plan"
 
 func scanPlan(sc scanner) (Plan, error) {
 	var p Plan
 	var js string
-	if err := sc.Scan(&p.Gateway, &p.Generation, &p.Revision, &js); err != nil {
+	var sum []byte
+	if err := sc.Scan(&p.Gateway, &p.Generation, &p.Revision, &sum, &js); err != nil {
 		return Plan{}, err
 	}
-	p.JSON = []byte(js)
+	if len(sum) == len(p.Sum) {
+		copy(p.Sum[:], sum)
+	} else if len(sum) != 0 {
+		return Plan{}, fmt.Errorf("plan of %s: damaged sum", p.Gateway)
+	}
+	if js != "" {
+		p.JSON = []byte(js)
+	}
 	return p, nil
 }
 
@@ -704,8 +712,8 @@ func commitTx(ctx context.Context, tx *sql.Tx, c Change) error {
 		}
 	}
 	for _, p := range c.Plans {
-		_, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO plans ("+planColumns+") VALUES (?, ?, ?, ?)",
-			p.Gateway, p.Generation, p.Revision, string(p.JSON))
+		_, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO plans ("+planColumns+") VALUES (?, ?, ?, ?, ?)",
+			p.Gateway, p.Generation, p.Revision, sumBytes(p.Sum), string(p.JSON))
 		if err != nil {
 			return fmt.Errorf("storing plan of %s: %w", p.Gateway, err)
 		}
@@ -961,6 +969,62 @@ func (s *SQLite) PutReport(ctx context.Context, r Report) error {
 		return fmt.Errorf("storing the report of %s: %w", r.Gateway, sqliteError(err))
 	}
 	return nil
+}
+
+// sumBytes stores the zero sum as no bytes (plans stored before sums).
+func sumBytes(h Hash) []byte {
+	if h == (Hash{}) {
+		return []byte{}
+	}
+	return h[:]
+}
+
+// Identity implements Store.
+func (s *SQLite) Identity(ctx context.Context) (Identity, error) {
+	if err := s.check(); err != nil {
+		return Identity{}, err
+	}
+	return readIdentity(ctx, s.db)
+}
+
+func readIdentity(ctx context.Context, q querier) (Identity, error) {
+	var id Identity
+	var hash []byte
+	err := q.QueryRowContext(ctx, "SELECT ca_cert, admin_token_hash FROM identity WHERE id = 1").Scan(&id.CACert, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Identity{}, fmt.Errorf("identity: %w", ErrNotFound)
+	}
+	if err != nil {
+		return Identity{}, fmt.Errorf("reading the identity: %w", sqliteError(err))
+	}
+	if len(hash) != len(id.AdminTokenHash) {
+		return Identity{}, errors.New("identity: damaged admin token hash")
+	}
+	copy(id.AdminTokenHash[:], hash)
+	return id, nil
+}
+
+// InitIdentity implements Store.
+func (s *SQLite) InitIdentity(ctx context.Context, id Identity) (Identity, error) {
+	if err := s.check(); err != nil {
+		return Identity{}, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Identity{}, fmt.Errorf("storing the identity: %w", sqliteError(err))
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "INSERT OR IGNORE INTO identity (id, ca_cert, admin_token_hash) VALUES (1, ?, ?)", id.CACert, id.AdminTokenHash[:]); err != nil {
+		return Identity{}, fmt.Errorf("storing the identity: %w", sqliteError(err))
+	}
+	got, err := readIdentity(ctx, tx)
+	if err != nil {
+		return Identity{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Identity{}, fmt.Errorf("storing the identity: %w", sqliteError(err))
+	}
+	return got, nil
 }
 
 // Reports implements Store.

@@ -1,12 +1,13 @@
 // Package store persists the manager's state: spec revisions, the
 // generation counter, join tokens, enrolled gateways, hosts joined through
-// neighbor tunnels, every gateway's current plan and the gateways' last
-// status reports. Store is the interface the manager uses; SQLite is the
-// embedded implementation (a file in the manager's data directory). The
-// contracts are written so that a second backend (etcd: revisions,
-// compares in transactions, watches) can implement them for several
-// managers sharing one store: every change is announced through Watch to
-// every manager on the store, not only to the one that made it.
+// neighbor tunnels, every gateway's current plan (its generation and sum),
+// the gateways' last status reports and the federation's identity (CA
+// certificate, admin token hash). Store is the interface the manager uses;
+// SQLite is the embedded implementation (a file in the manager's data
+// directory), package etcd the one several managers share. The contracts
+// are written for several managers sharing one store: every change is
+// announced through Watch to every manager on the store, not only to the
+// one that made it.
 //
 // The store holds data, not policy: it never parses specs or computes plans.
 // It stores only hashes of secrets (join token secrets, gateway and host
@@ -18,6 +19,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/fednet/fednet/internal/plan"
@@ -51,6 +53,23 @@ var (
 	// the store's check).
 	ErrDamaged = errors.New("damaged database")
 )
+
+// UnixNano is t in unix nanoseconds, 0 for the zero time: how stores keep
+// times, so that they come back with their nanoseconds.
+func UnixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// FromUnixNano is the time UnixNano(t) gave, in UTC; the zero time for 0.
+func FromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
 
 // Hash is the SHA-256 of a secret. The store never sees secrets themselves.
 type Hash [sha256.Size]byte
@@ -134,8 +153,24 @@ type Plan struct {
 	// Revision is the spec revision the plan was computed from when it
 	// last changed.
 	Revision int
-	// JSON is the plan.Gateway in JSON (plan.Decode reads it).
+	// Sum is the plan's digest (the manager's choice of function). The
+	// manager computes plans from the stored spec and inputs and stores
+	// only their sums: with a thousand gateways the plans themselves are
+	// hundreds of megabytes, the sums tens of kilobytes.
+	Sum Hash
+	// JSON is the plan.Gateway in JSON, optional (stores written by
+	// fednet before plan sums hold it; the manager no longer writes it).
 	JSON []byte
+}
+
+// Identity is what every manager on a store shares beyond the state: the
+// federation's CA certificate (agents pin its fingerprint; its private key
+// is never in the store) and the SHA-256 of the admin token.
+type Identity struct {
+	// CACert is the CA certificate, PEM.
+	CACert []byte
+	// AdminTokenHash is HashSecret of the admin token.
+	AdminTokenHash Hash
 }
 
 // Report is a gateway's last status report, kept as the agent sent it.
@@ -269,6 +304,14 @@ type Store interface {
 	// once (Event.Reset), read consistently at one generation.
 	Watch(ctx context.Context, after int64) (Event, error)
 
+	// Identity returns the federation's identity, or ErrNotFound while
+	// none was stored.
+	Identity(ctx context.Context) (Identity, error)
+	// InitIdentity stores id as the federation's identity unless one is
+	// stored already, and returns the stored one: id, or the earlier one
+	// (of any number of concurrent calls, exactly one stores its id).
+	InitIdentity(ctx context.Context, id Identity) (Identity, error)
+
 	// PutReport stores a gateway's status report, replacing its previous
 	// one. Reports are frequent (every few seconds per gateway) and
 	// ephemeral: a store may trade durability for speed here (a crash may
@@ -280,4 +323,68 @@ type Store interface {
 	// Close releases the store (and, for SQLite, its lock on the file).
 	// It is safe to call more than once.
 	Close() error
+}
+
+// RelayKind says what a RelayMessage carries.
+type RelayKind int
+
+// Relay message kinds.
+const (
+	// RelayRequest is a request for a gateway's agent, put by the
+	// manager its operator asked.
+	RelayRequest RelayKind = iota + 1
+	// RelayResult is the agent's answer to request ID, put by the
+	// manager the agent answered.
+	RelayResult
+	// RelayGone says request ID is over (its operator's manager got the
+	// result or gave up, or it expired): forget it.
+	RelayGone
+)
+
+func (k RelayKind) String() string {
+	switch k {
+	case RelayRequest:
+		return "request"
+	case RelayResult:
+		return "result"
+	case RelayGone:
+		return "gone"
+	}
+	return fmt.Sprintf("RelayKind(%d)", int(k))
+}
+
+// RelayMessage is one message between the managers of a store.
+type RelayMessage struct {
+	Kind RelayKind
+	// ID names the request (the manager's choice, unique).
+	ID string
+	// Gateway is the gateway whose agent the request is for.
+	Gateway string
+	// Data is the request or the result (the manager's encoding); empty
+	// for RelayGone.
+	Data []byte
+}
+
+// Relay passes short-lived messages between the managers of one store:
+// requests an operator makes through one manager for an agent that may
+// be watching another (a bandwidth measurement), and the agents' results.
+// A Store that several managers share implements it (etcd); one that a
+// single manager owns (SQLite) need not, since its manager relays in
+// memory. Nothing relayed is durable: a request lives at most its TTL.
+type Relay interface {
+	// PutRelayRequest announces request m (Kind RelayRequest) to every
+	// manager watching, for at most ttl; then it is gone.
+	PutRelayRequest(ctx context.Context, m RelayMessage, ttl time.Duration) error
+	// PutRelayResult announces the result of request m.ID (Kind
+	// RelayResult); ErrNotFound when the request is gone.
+	PutRelayResult(ctx context.Context, m RelayMessage) error
+	// DeleteRelay ends request id (announced as RelayGone); no error
+	// when it is gone already.
+	DeleteRelay(ctx context.Context, id string) error
+	// WatchRelay calls f with every message put after it started
+	// (requests, results, and RelayGone for requests deleted or
+	// expired), in order, until ctx ends or the store is closed; then it
+	// returns the reason. ready, when not nil, is closed once messages
+	// put from then on are sure to be seen.
+	WatchRelay(ctx context.Context, ready chan<- struct{}, f func(RelayMessage)) error
 }

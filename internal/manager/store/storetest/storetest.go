@@ -48,6 +48,7 @@ func Run(t *testing.T, open Open) {
 		{"WatchWholeState", testWatchReset},
 		{"WatchersAllWake", testWatchersAllWake},
 		{"Reports", testReports},
+		{"Identity", testIdentity},
 		{"Close", testClose},
 	}
 	for _, tt := range tests {
@@ -88,8 +89,8 @@ func fill(t *testing.T, s store.Store) fixture {
 		gw: store.Gateway{Name: "gw-a", PublicKey: plan.Key{1, 2, 3}, CredentialHash: store.HashSecret("cred"), RotateRequested: 2, RotateAnswered: 1,
 			Endpoint: "198.51.100.1:51820", ObservedAddress: "192.0.2.1", Enrolled: t0},
 		host:  store.Host{Name: "web1", Site: "aws-eu", Network: "lan", Address: "10.1.0.10", Slot: 2, CredentialHash: store.HashSecret("c"), Joined: t0},
-		plan:  store.Plan{Gateway: "gw-a", Generation: 3, Revision: 1, JSON: []byte(`{"gateway":"gw-a"}`)},
-		other: store.Plan{Gateway: "gw-b", Generation: 3, Revision: 1, JSON: []byte(`{"gateway":"gw-b"}`)},
+		plan:  store.Plan{Gateway: "gw-a", Generation: 3, Revision: 1, Sum: store.HashSecret("plan a"), JSON: []byte(`{"gateway":"gw-a"}`)},
+		other: store.Plan{Gateway: "gw-b", Generation: 3, Revision: 1, Sum: store.HashSecret("plan b")},
 	}
 	for _, tok := range []store.Token{f.tok, f.htok} {
 		if err := s.CreateToken(ctx, tok); err != nil {
@@ -626,6 +627,48 @@ func testReports(t *testing.T, s store.Store) {
 	equal(t, "Generation after reports", g, err, 0)
 }
 
+// testIdentity: no identity at first; of concurrent InitIdentity calls
+// exactly one stores its identity and all return it; it does not move the
+// generation.
+func testIdentity(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if _, err := s.Identity(ctx); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Identity on an empty store = %v, want ErrNotFound", err)
+	}
+	const tries = 8
+	got := make([]store.Identity, tries)
+	errs := make([]error, tries)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range tries {
+		wg.Go(func() {
+			<-start
+			got[i], errs[i] = s.InitIdentity(ctx, store.Identity{CACert: []byte(fmt.Sprintf("ca %d", i)), AdminTokenHash: store.HashSecret(fmt.Sprint(i))})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range tries {
+		if errs[i] != nil {
+			t.Fatalf("InitIdentity %d: %v", i, errs[i])
+		}
+		if !reflect.DeepEqual(got[i], got[0]) {
+			t.Errorf("InitIdentity %d returned %+v, call 0 %+v: want one identity for all", i, got[i], got[0])
+		}
+	}
+	var winner int
+	if _, err := fmt.Sscanf(string(got[0].CACert), "ca %d", &winner); err != nil || got[0].AdminTokenHash != store.HashSecret(fmt.Sprint(winner)) {
+		t.Errorf("the stored identity %+v is not one of those offered whole", got[0])
+	}
+	stored, err := s.Identity(ctx)
+	equal(t, "Identity", stored, err, got[0])
+	stored.CACert[0] = 'X'
+	again, err := s.Identity(ctx)
+	equal(t, "Identity after changing a returned value", again, err, got[0])
+	g, err := s.Generation(ctx)
+	equal(t, "Generation after InitIdentity", g, err, 0)
+}
+
 func testClose(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	fill(t, s)
@@ -654,6 +697,8 @@ func testClose(t *testing.T, s store.Store) {
 		"Watch":         func() error { _, err := s.Watch(ctx, 0); return err },
 		"PutReport":     func() error { return s.PutReport(ctx, store.Report{Gateway: "gw-a"}) },
 		"Reports":       func() error { _, err := s.Reports(ctx); return err },
+		"Identity":      func() error { _, err := s.Identity(ctx); return err },
+		"InitIdentity":  func() error { _, err := s.InitIdentity(ctx, store.Identity{CACert: []byte("x")}); return err },
 	}
 	names := make([]string, 0, len(calls))
 	for n := range calls {

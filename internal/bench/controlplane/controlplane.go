@@ -1,0 +1,758 @@
+// Package controlplane measures fednet's control plane at scale, as
+// `fednet bench control-plane` reports it: N simulated agents (real HTTPS,
+// real enrollment, real long polls through fednet's client with deltas and
+// gzip, a status report every 5 s, a data plane that applies nothing)
+// against real fednet manager processes on SQLite or on a real etcd
+// cluster: their load while nothing changes, then a sequence of spec
+// changes (a site added, a site's prefix changed, a bridged network added
+// over every site, a gateway removed). For each change: the plan
+// computation time (the managers' own log lines), propagation p50/p99/max
+// to every affected agent (from the start of the API call to the arrival
+// of the agent's new plan), the bytes the managers sent, the managers' CPU
+// seconds and peak RSS; then the time for every agent to reconnect after
+// all managers restart at once, and how the manager answered an operator
+// meanwhile.
+//
+// Everything runs on loopback: managers, etcd members and agents on one
+// machine (and its CPUs), so the figures include the agents' own work.
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/client"
+	"github.com/fednet/fednet/internal/lab/etcdlab"
+	"github.com/fednet/fednet/internal/manager"
+	"github.com/fednet/fednet/internal/plan"
+)
+
+// Stores.
+const (
+	SQLite = "sqlite"
+	Etcd   = "etcd"
+)
+
+// Change kinds, in the order Run makes them.
+const (
+	SiteAdded      = "site added"
+	PrefixChanged  = "prefix changed"
+	NetworkAdded   = "network added"
+	GatewayRemoved = "gateway removed"
+)
+
+// Config is one run.
+type Config struct {
+	// Gateways is N, the number of sites (one gateway and one simulated
+	// agent each). Required.
+	Gateways int
+	// Managers is how many manager processes run (several need etcd);
+	// 1 when zero.
+	Managers int
+	// Store is SQLite or Etcd (a cluster of EtcdMembers started for the
+	// run); SQLite with one manager, Etcd with several, when empty.
+	Store string
+	// EtcdMembers is the etcd cluster's size; 3 when zero.
+	EtcdMembers int
+	// Binary is the fednet executable that runs the managers; this
+	// process's when empty.
+	Binary string
+	// Dir holds the managers' data directories, the etcd data and the
+	// logs. Required.
+	Dir string
+	// NoDeltas and NoCompression make the agents take whole plans and
+	// uncompressed answers (to measure what deltas and gzip save).
+	NoDeltas, NoCompression bool
+	// Progress, when set, gets a line per step.
+	Progress io.Writer
+}
+
+// Result is one run's figures.
+type Result struct {
+	Gateways    int    `json:"gateways"`
+	Managers    int    `json:"managers"`
+	Store       string `json:"store"`
+	EtcdMembers int    `json:"etcdMembers,omitempty"`
+	CPUs        int    `json:"cpus"`
+	Deltas      bool   `json:"deltas"`
+	Compression bool   `json:"compression"`
+	// Setup: enrolling every agent and handing each its first (whole)
+	// plan.
+	EnrollSeconds    float64 `json:"enrollSeconds"`
+	FirstPlanSeconds float64 `json:"firstPlanSeconds"`
+	FirstPlanBytes   int64   `json:"firstPlanBytes"`
+	// Steady is the load between changes.
+	Steady    Steady    `json:"steady"`
+	Changes   []Change  `json:"changes"`
+	Reconnect Reconnect `json:"reconnect"`
+	// StatusReports is how many periodic status reports the agents sent
+	// over the run (one each every 5 s, as fednet agent), and
+	// StatusReportFails how many of them failed (while every manager
+	// restarted, before an agent noticed).
+	StatusReports     int `json:"statusReports"`
+	StatusReportFails int `json:"statusReportFails"`
+}
+
+// Change is what one spec change cost.
+type Change struct {
+	Kind string `json:"kind"`
+	// Affected is how many agents' plans changed; Missed how many of
+	// them did not get it within the deadline (must be 0).
+	Affected int `json:"affected"`
+	Missed   int `json:"missed"`
+	// PlanMs is the planning time of the manager the change went
+	// through; FollowerPlanMs the longest of the others'.
+	PlanMs         float64 `json:"planMs"`
+	FollowerPlanMs float64 `json:"followerPlanMs,omitempty"`
+	// Propagation to the affected agents, from the start of the API
+	// call, in milliseconds.
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
+	// APIMs is how long the API call took.
+	APIMs float64 `json:"apiMs"`
+	// Bytes the managers sent to the agents (TLS included), until every
+	// affected agent had its plan and had reported it.
+	Bytes int64 `json:"bytes"`
+	// ManagerCPUSeconds over every manager process; PeakRSSMB the
+	// largest peak resident set of one manager so far.
+	ManagerCPUSeconds float64 `json:"managerCpuSeconds"`
+	EtcdCPUSeconds    float64 `json:"etcdCpuSeconds,omitempty"`
+	PeakRSSMB         float64 `json:"peakRssMB"`
+}
+
+// Steady is the managers' load while nothing changes: every agent
+// long-polls its plan and reports its status every 5 s.
+type Steady struct {
+	// Seconds is the length of the window measured.
+	Seconds float64 `json:"seconds"`
+	// ManagerCores is the managers' CPU seconds per second over the
+	// window, summed over the managers; EtcdCores etcd's.
+	ManagerCores float64 `json:"managerCores"`
+	EtcdCores    float64 `json:"etcdCores,omitempty"`
+	// RSSMB is the largest resident set of one manager at the end.
+	RSSMB float64 `json:"rssMB"`
+}
+
+// steadyWindow is how long the steady load is measured.
+const steadyWindow = 10 * time.Second
+
+// Reconnect is the restart of every manager at once.
+type Reconnect struct {
+	// DownSeconds is how long the managers took to stop and start again
+	// (until every one answered).
+	DownSeconds float64 `json:"downSeconds"`
+	// Seconds is the time from the managers' start until the last agent
+	// had a request answered again; P50Seconds the median agent's.
+	Seconds    float64 `json:"seconds"`
+	P50Seconds float64 `json:"p50Seconds"`
+	// Reconnected counts the agents that did, of Agents.
+	Reconnected int `json:"reconnected"`
+	Agents      int `json:"agents"`
+	// MaxTries is the most failed requests in a row of one agent (each
+	// followed by its jittered backoff); FailedAfterUp counts requests
+	// that failed after every manager answered again.
+	MaxTries      int `json:"maxTries"`
+	FailedAfterUp int `json:"failedAfterUp"`
+	// AdminP50Ms and AdminMaxMs: an operator's GET /v1/spec every 250 ms
+	// while the agents reconnect.
+	AdminP50Ms float64 `json:"adminP50Ms"`
+	AdminMaxMs float64 `json:"adminMaxMs"`
+	AdminFails int     `json:"adminFails"`
+}
+
+// deadline bounds each wait of a run for agents to get a plan.
+const deadline = 120 * time.Second
+
+// run is one run in progress.
+type run struct {
+	cfg      Config
+	etcd     *etcdlab.Cluster
+	managers []*managerProc
+	fp       string
+	admin    *client.Client
+	agents   []*agent
+	read     atomic.Int64 // bytes the agents read
+	keys     []plan.Key
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+func (r *run) progress(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, "control-plane bench (%d gateways): "+format+"\n", append([]any{r.cfg.Gateways}, args...)...)
+	}
+}
+
+// Run runs the bench once. It needs an etcd binary for Etcd; it raises the
+// open file limit (every agent holds a connection, and so does each
+// manager for it).
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Gateways < 2 || cfg.Gateways > 4000 {
+		return nil, fmt.Errorf("--gateways %d: want 2 to 4000", cfg.Gateways)
+	}
+	if cfg.Managers <= 0 {
+		cfg.Managers = 1
+	}
+	if cfg.Store == "" {
+		cfg.Store = SQLite
+		if cfg.Managers > 1 {
+			cfg.Store = Etcd
+		}
+	}
+	if cfg.Store == SQLite && cfg.Managers > 1 {
+		return nil, errors.New("several managers share an etcd store: use --store etcd with --managers > 1 (a SQLite file is one manager's)")
+	}
+	if cfg.Store != SQLite && cfg.Store != Etcd {
+		return nil, fmt.Errorf("--store %q: want sqlite or etcd", cfg.Store)
+	}
+	if cfg.EtcdMembers <= 0 {
+		cfg.EtcdMembers = 3
+	}
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the fednet executable: %w", err)
+		}
+		cfg.Binary = exe
+	}
+	if err := raiseFileLimit(4*cfg.Gateways + 1024); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg}
+	defer r.close()
+	res := &Result{Gateways: cfg.Gateways, Managers: cfg.Managers, Store: cfg.Store, CPUs: runtime.NumCPU(), Deltas: !cfg.NoDeltas, Compression: !cfg.NoCompression}
+	if cfg.Store == Etcd {
+		res.EtcdMembers = cfg.EtcdMembers
+	}
+	if err := r.startManagers(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.setup(ctx, res); err != nil {
+		return nil, err
+	}
+	res.Steady = r.steady(ctx)
+	r.progress("steady: managers %.2f cores, %.0f MB", res.Steady.ManagerCores, res.Steady.RSSMB)
+	for _, kind := range []string{SiteAdded, PrefixChanged, NetworkAdded, GatewayRemoved} {
+		c, err := r.change(ctx, kind)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", kind, err)
+		}
+		r.progress("%s: %d agents, p99 %.0f ms, planning %.0f ms, %d bytes", kind, c.Affected, c.P99Ms, c.PlanMs, c.Bytes)
+		res.Changes = append(res.Changes, c)
+	}
+	rc, err := r.reconnect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconnect: %w", err)
+	}
+	res.Reconnect = rc
+	for _, a := range r.agents {
+		a.mu.Lock()
+		res.StatusReports += a.reports
+		res.StatusReportFails += a.reportFails
+		a.mu.Unlock()
+	}
+	r.progress("reconnect of %d agents after a restart of every manager: %.1f s", rc.Agents, rc.Seconds)
+	return res, nil
+}
+
+// raiseFileLimit raises RLIMIT_NOFILE to at least n (up to the hard
+// limit, which root may raise); manager processes inherit it.
+func raiseFileLimit(n int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("reading the open file limit: %w", err)
+	}
+	if lim.Cur >= uint64(n) {
+		return nil
+	}
+	want := lim
+	want.Cur = uint64(n)
+	if want.Max < want.Cur {
+		want.Max = want.Cur
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
+		return fmt.Errorf("raising the open file limit to %d (it is %d, at most %d; run as root or raise ulimit -n): %w", n, lim.Cur, lim.Max, err)
+	}
+	return nil
+}
+
+// startManagers starts the store (etcd) and the managers: the first makes
+// the federation's CA and admin token, the others get copies.
+func (r *run) startManagers(ctx context.Context) error {
+	storeURL := ""
+	if r.cfg.Store == Etcd {
+		var members []etcdlab.Member
+		for i := range r.cfg.EtcdMembers {
+			members = append(members, etcdlab.Member{Name: fmt.Sprintf("etcd%d", i)})
+		}
+		r.progress("starting %d etcd members", len(members))
+		c, err := etcdlab.Start(ctx, etcdlab.Config{Members: members, Dir: filepath.Join(r.cfg.Dir, "etcd"), Token: "fednet-bench"})
+		if err != nil {
+			return err
+		}
+		r.etcd = c
+		storeURL = c.StoreURL()
+	}
+	var urls []string
+	for i := range r.cfg.Managers {
+		addr, err := freePort()
+		if err != nil {
+			return err
+		}
+		m := &managerProc{name: fmt.Sprintf("manager%d", i), dir: filepath.Join(r.cfg.Dir, fmt.Sprintf("manager%d", i)), addr: addr,
+			log: filepath.Join(r.cfg.Dir, fmt.Sprintf("manager%d.log", i)), binary: r.cfg.Binary}
+		r.managers = append(r.managers, m)
+		urls = append(urls, m.url())
+	}
+	for _, m := range r.managers {
+		m.args = []string{"manager", "--data-dir", m.dir, "--listen", m.addr, "--advertise", m.url(), "--metrics-listen", ""}
+		if storeURL != "" {
+			m.args = append(m.args, "--store", storeURL)
+		}
+		for _, u := range urls {
+			if u != m.url() {
+				m.args = append(m.args, "--join-url", u)
+			}
+		}
+	}
+	r.progress("starting %d managers (%s store)", len(r.managers), r.cfg.Store)
+	first := r.managers[0]
+	if err := first.start(); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := waitFile(wctx, filepath.Join(first.dir, manager.AdminTokenFile), first); err != nil {
+		return err
+	}
+	fp, err := caFingerprint(first.dir)
+	if err != nil {
+		return err
+	}
+	r.fp = fp
+	if err := first.waitUp(wctx, fp); err != nil {
+		return err
+	}
+	for _, m := range r.managers[1:] {
+		if err := copyFiles(first.dir, m.dir, manager.CACertFile, manager.CAKeyFile, manager.AdminTokenFile); err != nil {
+			return err
+		}
+		if err := m.start(); err != nil {
+			return err
+		}
+	}
+	for _, m := range r.managers[1:] {
+		if err := m.waitUp(wctx, fp); err != nil {
+			return err
+		}
+	}
+	tok, err := os.ReadFile(filepath.Join(first.dir, manager.AdminTokenFile))
+	if err != nil {
+		return err
+	}
+	// The operator talks to the first manager; changes go through it.
+	r.admin, err = client.New(client.Config{URL: first.url(), Token: strings.TrimSpace(string(tok)), CAFingerprint: fp, Timeout: time.Minute})
+	return err
+}
+
+// spec writes the federation: n sites s0000... with one gateway each (its
+// key given, so that enrolling with it plans nothing), one routed network
+// over every site; prefix0 replaces site 0's prefix; bridged adds a
+// bridged network over every site.
+func (r *run) spec(n int, prefix0 string, bridged bool) string {
+	var b strings.Builder
+	b.WriteString("apiVersion: fednet/v1\nkind: Federation\nname: bench\nsites:\n")
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("s%04d", i)
+		prefix := fmt.Sprintf("10.%d.%d.0/24", 64+i/256, i%256)
+		if i == 0 && prefix0 != "" {
+			prefix = prefix0
+		}
+		ports := ""
+		if bridged {
+			ports = ", bridgePorts: {lan: eth1}"
+		}
+		fmt.Fprintf(&b, "  - {name: %s, provider: onprem, prefixes: [%s], gateways: [{name: g%04d, endpoint: '100.%d.%d.1:51820', publicKey: '%s'%s}]}\n",
+			names[i], prefix, i, 64+i/256, i%256, r.keys[i], ports)
+	}
+	fmt.Fprintf(&b, "networks:\n  - {name: apps, id: 1, mode: routed, sites: [%s]}\n", strings.Join(names, ", "))
+	if bridged {
+		fmt.Fprintf(&b, "  - {name: lan, id: 100, mode: bridged, subnet: 192.168.0.0/16, sites: [%s]}\n", strings.Join(names, ", "))
+	}
+	return b.String()
+}
+
+// setup applies the first spec, enrolls every agent and waits until each
+// has its first plan.
+func (r *run) setup(ctx context.Context, res *Result) error {
+	n := r.cfg.Gateways
+	r.keys = make([]plan.Key, n+1)
+	for i := range r.keys {
+		rand.Read(r.keys[i][:])
+	}
+	if _, err := r.admin.PutSpec(ctx, r.spec(n, "", false), false); err != nil {
+		return fmt.Errorf("applying the first spec: %w", err)
+	}
+	r.progress("enrolling %d agents", n)
+	start := time.Now()
+	r.agents = make([]*agent, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			a, err := r.enroll(ctx, i)
+			if err != nil {
+				errs <- fmt.Errorf("enrolling g%04d: %w", i, err)
+				return
+			}
+			r.agents[i] = a
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	res.EnrollSeconds = time.Since(start).Seconds()
+	runCtx, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	before := r.read.Load()
+	start = time.Now()
+	for _, a := range r.agents {
+		r.wg.Go(func() { a.run(runCtx) })
+		r.wg.Go(func() { a.report(runCtx) })
+	}
+	if missed := r.waitAll(ctx, func(a *agent) bool { return a.generation() > 0 }); missed > 0 {
+		return fmt.Errorf("%d agents got no first plan within %v", missed, deadline)
+	}
+	res.FirstPlanSeconds = time.Since(start).Seconds()
+	res.FirstPlanBytes = r.read.Load() - before
+	r.progress("every agent has its plan (%.1f s)", res.FirstPlanSeconds)
+	return nil
+}
+
+// enroll makes agent i: a join token from the operator, enrollment with
+// the gateway's key through the token's first manager, and a client of
+// every manager, its own first (agents spread over the managers).
+func (r *run) enroll(ctx context.Context, i int) (*agent, error) {
+	name := fmt.Sprintf("g%04d", i)
+	tok, err := r.admin.CreateToken(ctx, name, 0)
+	if err != nil {
+		return nil, err
+	}
+	jt, err := api.ParseJoinToken(tok.Token)
+	if err != nil {
+		return nil, err
+	}
+	urls := jt.URLs()
+	k := i % len(urls)
+	urls = append(urls[k:], urls[:k]...)
+	a := &agent{name: name, read: &r.read, arrived: map[int64]time.Time{}}
+	ecl, err := client.New(client.Config{URLs: urls, CAFingerprint: jt.CAFingerprint, Timeout: time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	defer ecl.Close()
+	er, err := ecl.Enroll(ctx, jt.Secret, api.EnrollRequest{PublicKey: r.keys[i]})
+	if err != nil {
+		return nil, err
+	}
+	a.cl, err = client.New(client.Config{URLs: urls, Token: er.Credential, CAFingerprint: jt.CAFingerprint, Timeout: 30 * time.Second,
+		DialContext: countingDialer(&r.read), NoDeltas: r.cfg.NoDeltas, NoCompression: r.cfg.NoCompression})
+	return a, err
+}
+
+// waitAll waits until done holds for every agent that is not removed, at
+// most deadline; it returns how many it does not hold for.
+func (r *run) waitAll(ctx context.Context, done func(*agent) bool) int {
+	end := time.Now().Add(deadline)
+	for {
+		missed := 0
+		for _, a := range r.agents {
+			a.mu.Lock()
+			removed, err := a.removed, a.err
+			a.mu.Unlock()
+			if !removed && err == nil && !done(a) {
+				missed++
+			}
+		}
+		if missed == 0 || time.Now().After(end) || ctx.Err() != nil {
+			return missed
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// usage sums the managers' CPU and takes the largest peak RSS; etcd's CPU
+// apart.
+func (r *run) usage() (mgr usage, etcd time.Duration) {
+	for _, m := range r.managers {
+		if m.running() {
+			u, err := processUsage(m.cmd.Process.Pid)
+			if err == nil {
+				mgr.cpu += u.cpu
+				mgr.peak = max(mgr.peak, u.peak)
+				mgr.rss = max(mgr.rss, u.rss)
+			}
+		}
+	}
+	if r.etcd != nil {
+		for _, name := range r.etcd.Members() {
+			if pid := r.etcd.PID(name); pid != 0 {
+				if u, err := processUsage(pid); err == nil {
+					etcd += u.cpu
+				}
+			}
+		}
+	}
+	return mgr, etcd
+}
+
+// steady measures the managers over steadyWindow while nothing changes
+// (a measurement window, not a wait for anything).
+func (r *run) steady(ctx context.Context) Steady {
+	mgr0, etcd0 := r.usage()
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+	case <-time.After(steadyWindow):
+	}
+	mgr1, etcd1 := r.usage()
+	secs := time.Since(start).Seconds()
+	return Steady{Seconds: secs, ManagerCores: (mgr1.cpu - mgr0.cpu).Seconds() / secs, EtcdCores: (etcd1 - etcd0).Seconds() / secs, RSSMB: float64(mgr1.rss) / (1 << 20)}
+}
+
+// change makes one change through the first manager and measures it.
+func (r *run) change(ctx context.Context, kind string) (Change, error) {
+	n := r.cfg.Gateways
+	c := Change{Kind: kind}
+	gens := map[string]int64{}
+	for _, a := range r.agents {
+		gens[a.name] = a.generation()
+	}
+	mgr0, etcd0 := r.usage()
+	bytes0 := r.read.Load()
+	start := time.Now()
+	var err error
+	switch kind {
+	case SiteAdded:
+		_, err = r.admin.PutSpec(ctx, r.spec(n+1, "", false), false)
+	case PrefixChanged:
+		_, err = r.admin.PutSpec(ctx, r.spec(n+1, "10.200.0.0/24", false), false)
+	case NetworkAdded:
+		_, err = r.admin.PutSpec(ctx, r.spec(n+1, "10.200.0.0/24", true), false)
+	case GatewayRemoved:
+		err = r.admin.RemoveGateway(ctx, r.agents[n-1].name)
+	}
+	c.APIMs = ms(time.Since(start))
+	if err != nil {
+		return c, err
+	}
+	gws, err := r.admin.Gateways(ctx)
+	if err != nil {
+		return c, err
+	}
+	target := map[string]int64{}
+	for _, g := range gws {
+		if g.PlanGeneration > gens[g.Name] && !g.Removed {
+			target[g.Name] = g.PlanGeneration
+		}
+	}
+	var affected []*agent
+	for _, a := range r.agents {
+		if _, ok := target[a.name]; ok {
+			affected = append(affected, a)
+		}
+	}
+	c.Affected = len(affected)
+	end := time.Now().Add(deadline)
+	var lat []time.Duration
+	for {
+		lat = lat[:0]
+		c.Missed = 0
+		for _, a := range affected {
+			if at, ok := a.arrival(target[a.name]); ok {
+				lat = append(lat, at.Sub(start))
+			} else {
+				c.Missed++
+			}
+		}
+		if c.Missed == 0 || time.Now().After(end) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Let the reports of the last agents land before reading the costs.
+	time.Sleep(200 * time.Millisecond)
+	c.Bytes = r.read.Load() - bytes0
+	mgr1, etcd1 := r.usage()
+	c.ManagerCPUSeconds = (mgr1.cpu - mgr0.cpu).Seconds()
+	c.EtcdCPUSeconds = (etcd1 - etcd0).Seconds()
+	c.PeakRSSMB = float64(mgr1.peak) / (1 << 20)
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		c.P50Ms, c.P99Ms, c.MaxMs = ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99)), ms(lat[len(lat)-1])
+	}
+	var gen int64
+	for _, g := range target {
+		gen = max(gen, g)
+	}
+	for i, m := range r.managers {
+		if t, ok := plannings(m.log)[gen]; ok {
+			if i == 0 {
+				c.PlanMs = t
+			} else {
+				c.FollowerPlanMs = max(c.FollowerPlanMs, t)
+			}
+		}
+	}
+	if c.Missed > 0 {
+		return c, fmt.Errorf("%d of %d affected agents did not get their plan within %v", c.Missed, c.Affected, deadline)
+	}
+	return c, nil
+}
+
+// reconnect stops every manager at once, starts them again, and measures
+// how the agents come back.
+func (r *run) reconnect(ctx context.Context) (Reconnect, error) {
+	var rc Reconnect
+	for _, a := range r.agents {
+		a.mu.Lock()
+		if !a.removed {
+			rc.Agents++
+		}
+		a.mu.Unlock()
+	}
+	stopAt := time.Now()
+	group(r.managers, (*managerProc).stop)
+	startAt := time.Now()
+	var startErr error
+	var mu sync.Mutex
+	group(r.managers, func(m *managerProc) {
+		if err := m.start(); err != nil {
+			mu.Lock()
+			startErr = err
+			mu.Unlock()
+		}
+	})
+	if startErr != nil {
+		return rc, startErr
+	}
+	// An operator's requests while the agents reconnect.
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	var adminLat []time.Duration
+	var probes sync.WaitGroup
+	probes.Go(func() {
+		for probeCtx.Err() == nil {
+			t := time.Now()
+			_, err := r.admin.GetSpec(probeCtx)
+			if probeCtx.Err() != nil {
+				return
+			}
+			if err != nil {
+				rc.AdminFails++
+			} else {
+				adminLat = append(adminLat, time.Since(t))
+			}
+			select {
+			case <-probeCtx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	})
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, m := range r.managers {
+		if err := m.waitUp(wctx, r.fp); err != nil {
+			stopProbe()
+			probes.Wait()
+			return rc, err
+		}
+	}
+	upAt := time.Now()
+	rc.DownSeconds = upAt.Sub(stopAt).Seconds()
+	missed := r.waitAll(ctx, func(a *agent) bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.reconnected.After(stopAt)
+	})
+	stopProbe()
+	probes.Wait()
+	var times []time.Duration
+	for _, a := range r.agents {
+		a.mu.Lock()
+		if a.reconnected.After(stopAt) {
+			times = append(times, a.reconnected.Sub(startAt))
+		}
+		rc.MaxTries = max(rc.MaxTries, a.maxTries)
+		for _, f := range a.failedAt {
+			if f.After(upAt) {
+				rc.FailedAfterUp++
+			}
+		}
+		a.mu.Unlock()
+	}
+	rc.Reconnected = len(times)
+	slices.Sort(times)
+	if len(times) > 0 {
+		rc.Seconds = times[len(times)-1].Seconds()
+		rc.P50Seconds = percentile(times, 0.5).Seconds()
+	}
+	slices.Sort(adminLat)
+	if len(adminLat) > 0 {
+		rc.AdminP50Ms, rc.AdminMaxMs = ms(percentile(adminLat, 0.5)), ms(adminLat[len(adminLat)-1])
+	}
+	if missed > 0 {
+		return rc, fmt.Errorf("%d agents did not reconnect within %v", missed, deadline)
+	}
+	return rc, nil
+}
+
+// close stops the agents, the managers and etcd.
+func (r *run) close() {
+	if r.stop != nil {
+		r.stop()
+		r.wg.Wait()
+	}
+	for _, a := range r.agents {
+		if a != nil && a.cl != nil {
+			a.cl.Close()
+		}
+	}
+	if r.admin != nil {
+		r.admin.Close()
+	}
+	group(r.managers, (*managerProc).stop)
+	if r.etcd != nil {
+		r.etcd.Close()
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// percentile of sorted values (nearest rank).
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	i := int(p*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}

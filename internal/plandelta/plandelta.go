@@ -1,0 +1,342 @@
+// Package plandelta turns one plan of a gateway into the next with what
+// changed rather than the whole plan, and sums plans so that both sides
+// can check they hold the same one.
+//
+// A gateway's plan in a federation of N sites lists N-1 peers, as many
+// routes, twice as many forwarded flows and every remote prefix: a
+// thousand sites make a plan of about 370 kB of JSON, and adding one site
+// changes every plan by one peer, one route and a few flows. The manager
+// sends such a change as a Delta (Diff): the plan without those four long
+// lists (its head, a few kilobytes), and the entries of each list that are
+// new, changed or gone. The agent's client rebuilds the plan (Apply) and
+// checks it against the delta's Sum, falling back to the whole plan on any
+// mismatch.
+//
+// Sum covers every field of a plan: the head as JSON and the four lists
+// entry by entry in a fixed binary form. The package's tests fail when a
+// field is added to the list entries' types without being summed here.
+package plandelta
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/fednet/fednet/internal/plan"
+)
+
+// Delta turns the plan it was made from (its base) into another one.
+type Delta struct {
+	// Head is the new plan without Peers, Routes, Firewall.Remote and
+	// Firewall.Flows.
+	Head plan.Gateway `json:"head"`
+	// Peers are the new plan's peers that the base lacks or has
+	// otherwise; PeersGone names the base's peers the new plan drops.
+	Peers     []plan.Peer `json:"peers,omitempty"`
+	PeersGone []string    `json:"peersGone,omitempty"`
+	// Routes and RoutesGone are the same for routes, by destination.
+	Routes     []plan.Route   `json:"routes,omitempty"`
+	RoutesGone []netip.Prefix `json:"routesGone,omitempty"`
+	// Flows and FlowsGone are the same for flows, by source and
+	// destination.
+	Flows     []plan.Flow `json:"flows,omitempty"`
+	FlowsGone []FlowKey   `json:"flowsGone,omitempty"`
+	// Remote and RemoteGone are the remote prefixes added and dropped.
+	Remote     []netip.Prefix `json:"remote,omitempty"`
+	RemoteGone []netip.Prefix `json:"remoteGone,omitempty"`
+	// Sum is Sum of the new plan, in hex.
+	Sum string `json:"sum"`
+}
+
+// FlowKey names a flow of a plan.
+type FlowKey struct {
+	Source      netip.Prefix `json:"source"`
+	Destination netip.Prefix `json:"destination"`
+}
+
+// ErrMismatch is returned by Apply when the plan it rebuilt does not have
+// the delta's sum: the base was not the plan the delta was made from.
+var ErrMismatch = errors.New("the plan rebuilt from the delta does not match its sum")
+
+// head returns g without its four long lists.
+func head(g plan.Gateway) plan.Gateway {
+	g.Peers, g.Routes, g.Firewall.Remote, g.Firewall.Flows = nil, nil, nil, nil
+	return g
+}
+
+// Diff returns the delta from old to new, whose Sum is sum (Sum(new), which
+// the caller may have at hand), or false when the plans' lists are not
+// keyed uniquely (sorted with no key twice, as plan.Compute makes them):
+// then send the whole plan.
+func Diff(old, new plan.Gateway, sum [sha256.Size]byte) (Delta, bool) {
+	if !Keyed(old) || !Keyed(new) {
+		return Delta{}, false
+	}
+	return DiffKeyed(old, new, sum), true
+}
+
+// DiffKeyed is Diff for plans the caller knows to be Keyed (a caller that
+// diffs each plan against the next checks each only once).
+func DiffKeyed(old, new plan.Gateway, sum [sha256.Size]byte) Delta {
+	d := Delta{Head: head(new), Sum: hex.EncodeToString(sum[:])}
+	d.Peers, d.PeersGone = diffList(old.Peers, new.Peers, peerKey, comparePeerKey, peerEqual)
+	d.Routes, d.RoutesGone = diffList(old.Routes, new.Routes, routeKey, comparePrefix, func(a, b plan.Route) bool { return a == b })
+	d.Flows, d.FlowsGone = diffList(old.Firewall.Flows, new.Firewall.Flows, flowKey, compareFlowKey, func(a, b plan.Flow) bool { return a == b })
+	d.Remote, d.RemoteGone = diffList(old.Firewall.Remote, new.Firewall.Remote, func(p netip.Prefix) netip.Prefix { return p }, comparePrefix, func(a, b netip.Prefix) bool { return a == b })
+	return d
+}
+
+// Apply rebuilds the plan d was made for from base, the plan d was made
+// from, and checks it against d's sum (ErrMismatch).
+func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {
+	if !Keyed(base) {
+		return plan.Gateway{}, fmt.Errorf("%w: the base plan's lists are not sorted by key", ErrMismatch)
+	}
+	g := d.Head
+	g.Peers = applyList(base.Peers, d.Peers, d.PeersGone, peerKey, comparePeerKey)
+	g.Routes = applyList(base.Routes, d.Routes, d.RoutesGone, routeKey, comparePrefix)
+	g.Firewall.Flows = applyList(base.Firewall.Flows, d.Flows, d.FlowsGone, flowKey, compareFlowKey)
+	g.Firewall.Remote = applyList(base.Firewall.Remote, d.Remote, d.RemoteGone, func(p netip.Prefix) netip.Prefix { return p }, comparePrefix)
+	if hex.EncodeToString(sumOf(g)) != d.Sum {
+		return plan.Gateway{}, ErrMismatch
+	}
+	return g, nil
+}
+
+// Sum returns the digest of g: SHA-256 over its head as JSON and its four
+// long lists entry by entry.
+func Sum(g plan.Gateway) [sha256.Size]byte {
+	return [sha256.Size]byte(sumOf(g))
+}
+
+// SumString is Sum in hex, as Delta.Sum holds it.
+func SumString(g plan.Gateway) string { return hex.EncodeToString(sumOf(g)) }
+
+func sumOf(g plan.Gateway) []byte {
+	h := sha256.New()
+	js, err := json.Marshal(head(g))
+	if err != nil {
+		// A plan that does not encode (a bad port kind) cannot be sent
+		// either; sum the error so that it matches nothing else.
+		js = []byte("unencodable: " + err.Error())
+	}
+	buf := make([]byte, 0, 64<<10)
+	buf = appendBytes(buf, js)
+	flush := func() {
+		if len(buf) > 48<<10 {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(g.Peers)))
+	for _, p := range g.Peers {
+		buf = appendPeer(buf, p)
+		flush()
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(g.Routes)))
+	for _, r := range g.Routes {
+		buf = appendPrefix(buf, r.Destination)
+		buf = appendString(buf, r.Device)
+		buf = appendString(buf, r.Via)
+		flush()
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(g.Firewall.Flows)))
+	for _, f := range g.Firewall.Flows {
+		buf = appendString(buf, f.Network)
+		buf = appendPrefix(buf, f.Source)
+		buf = appendPrefix(buf, f.Destination)
+		flush()
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(g.Firewall.Remote)))
+	for _, p := range g.Firewall.Remote {
+		buf = appendPrefix(buf, p)
+		flush()
+	}
+	h.Write(buf)
+	return h.Sum(nil)
+}
+
+// appendPeer encodes every field of a peer (see TestSumCoversEveryField).
+func appendPeer(b []byte, p plan.Peer) []byte {
+	b = appendString(b, p.Gateway)
+	b = appendString(b, p.Site)
+	b = appendString(b, string(p.Backend))
+	b = appendString(b, p.Endpoint)
+	b = binary.AppendUvarint(b, uint64(len(p.AllowedIPs)))
+	for _, a := range p.AllowedIPs {
+		b = appendPrefix(b, a)
+	}
+	b = append(b, p.WireGuard.PublicKey[:]...)
+	b = binary.AppendVarint(b, int64(p.WireGuard.PersistentKeepalive))
+	return appendIPsec(b, p.IPsec)
+}
+
+// appendIPsec encodes every field of a peer's IPsec block.
+func appendIPsec(b []byte, s plan.IPsecPeer) []byte {
+	if s.Initiator {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendString(b, s.LocalID)
+	b = appendString(b, s.RemoteID)
+	b = appendString(b, s.RemoteAddress)
+	b = binary.AppendUvarint(b, uint64(len(s.LocalTS)))
+	for _, p := range s.LocalTS {
+		b = appendPrefix(b, p)
+	}
+	for _, list := range [][]string{s.IKE, s.ESP} {
+		b = binary.AppendUvarint(b, uint64(len(list)))
+		for _, x := range list {
+			b = appendString(b, x)
+		}
+	}
+	b = appendString(b, s.PSKFile)
+	b = binary.AppendVarint(b, int64(s.DPDSeconds))
+	return binary.AppendVarint(b, int64(s.RekeySeconds))
+}
+
+func ipsecEqual(a, b plan.IPsecPeer) bool {
+	return a.Initiator == b.Initiator && a.LocalID == b.LocalID && a.RemoteID == b.RemoteID && a.RemoteAddress == b.RemoteAddress &&
+		slices.Equal(a.LocalTS, b.LocalTS) && slices.Equal(a.IKE, b.IKE) && slices.Equal(a.ESP, b.ESP) &&
+		a.PSKFile == b.PSKFile && a.DPDSeconds == b.DPDSeconds && a.RekeySeconds == b.RekeySeconds
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendPrefix(b []byte, p netip.Prefix) []byte {
+	b, _ = p.AppendBinary(b) // cannot fail
+	return b
+}
+
+func peerKey(p plan.Peer) string         { return p.Gateway }
+func routeKey(r plan.Route) netip.Prefix { return r.Destination }
+func flowKey(f plan.Flow) FlowKey        { return FlowKey{f.Source, f.Destination} }
+
+func comparePeerKey(a, b string) int { return cmp.Compare(a, b) }
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Bits(), b.Bits())
+}
+
+func compareFlowKey(a, b FlowKey) int {
+	if c := comparePrefix(a.Source, b.Source); c != 0 {
+		return c
+	}
+	return comparePrefix(a.Destination, b.Destination)
+}
+
+func peerEqual(a, b plan.Peer) bool {
+	return a.Gateway == b.Gateway && a.Site == b.Site && a.Backend == b.Backend && a.Endpoint == b.Endpoint &&
+		slices.Equal(a.AllowedIPs, b.AllowedIPs) && a.WireGuard == b.WireGuard && ipsecEqual(a.IPsec, b.IPsec)
+}
+
+// Keyed reports whether g's four lists are sorted by key with no key twice
+// (as plan.Compute makes them), which Diff and Apply need.
+func Keyed(g plan.Gateway) bool {
+	return strictly(g.Peers, peerKey, comparePeerKey) && strictly(g.Routes, routeKey, comparePrefix) &&
+		strictly(g.Firewall.Flows, flowKey, compareFlowKey) && strictly(g.Firewall.Remote, func(p netip.Prefix) netip.Prefix { return p }, comparePrefix)
+}
+
+func strictly[T, K any](list []T, key func(T) K, compare func(a, b K) int) bool {
+	for i := 1; i < len(list); i++ {
+		if compare(key(list[i-1]), key(list[i])) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// diffList merges two lists sorted by key: the entries of new that old
+// lacks or holds otherwise, and the keys of old that new lacks.
+func diffList[T, K any](old, new []T, key func(T) K, compare func(a, b K) int, equal func(a, b T) bool) (set []T, gone []K) {
+	i, j := 0, 0
+	for i < len(old) || j < len(new) {
+		switch {
+		case j == len(new):
+			gone = append(gone, key(old[i]))
+			i++
+		case i == len(old):
+			set = append(set, new[j])
+			j++
+		default:
+			switch c := compare(key(old[i]), key(new[j])); {
+			case c < 0:
+				gone = append(gone, key(old[i]))
+				i++
+			case c > 0:
+				set = append(set, new[j])
+				j++
+			default:
+				if !equal(old[i], new[j]) {
+					set = append(set, new[j])
+				}
+				i++
+				j++
+			}
+		}
+	}
+	return set, gone
+}
+
+// applyList merges base with set (replacing or adding by key) less the
+// keys in gone, sorted by key. It never returns nil (the plans' lists are
+// empty, not absent).
+func applyList[T, K any](base, set []T, gone []K, key func(T) K, compare func(a, b K) int) []T {
+	set = slices.Clone(set)
+	slices.SortFunc(set, func(a, b T) int { return compare(key(a), key(b)) })
+	gone = slices.Clone(gone)
+	slices.SortFunc(gone, compare)
+	out := make([]T, 0, len(base)+len(set))
+	i, j, k := 0, 0, 0
+	for i < len(base) || j < len(set) {
+		var next T
+		switch {
+		case j == len(set):
+			next = base[i]
+			i++
+		case i == len(base):
+			next = set[j]
+			j++
+		default:
+			switch c := compare(key(base[i]), key(set[j])); {
+			case c < 0:
+				next = base[i]
+				i++
+			case c > 0:
+				next = set[j]
+				j++
+			default:
+				next = set[j]
+				i++
+				j++
+			}
+		}
+		kn := key(next)
+		for k < len(gone) && compare(gone[k], kn) < 0 {
+			k++
+		}
+		if k < len(gone) && compare(gone[k], kn) == 0 {
+			continue
+		}
+		out = append(out, next)
+	}
+	return out
+}
