@@ -103,6 +103,12 @@ type DeviceConfig struct {
 	Transfer time.Duration
 	Streams  []int
 	Pings    int
+	// Loaded measures the round trip under load (pings during a bulk
+	// transfer) too.
+	Loaded bool
+	// Delay, when set, measures TCP (1 stream) again with this much added
+	// to the round trip on the first site's internet link.
+	Delay time.Duration
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
 }
@@ -114,7 +120,13 @@ type DeviceResult struct {
 	// RTTP50Ms is the idle round trip's median.
 	RTTP50Ms float64     `json:"rtt_p50_ms"`
 	TCP      []TCPResult `json:"tcp"`
-	Errors   []string    `json:"errors,omitempty"`
+	// LoadedP99Ms and LoadedLossPct are the pings' under load
+	// (DeviceConfig.Loaded).
+	LoadedP99Ms   float64 `json:"loaded_p99_ms,omitempty"`
+	LoadedLossPct float64 `json:"loaded_loss_percent,omitempty"`
+	// DelayMbps is TCP's rate with DeviceConfig.Delay added.
+	DelayMbps float64  `json:"delay_mbps,omitempty"`
+	Errors    []string `json:"errors,omitempty"`
 }
 
 // RunDevices measures every variant's tunnel between the first hosts of
@@ -216,6 +228,27 @@ func RunDevices(ctx context.Context, cfg DeviceConfig) (res []DeviceResult, err 
 				progress("  %d stream(s): %.0f Mbit/s, wgdev %.2f CPU s/GB, machine %.2f CPU s/GB", n, t.Mbps, t.WgdevCPUSecondsPerGB, t.CPUSecondsPerGB)
 			}
 			progress("  idle RTT p50 %.3f ms", r.RTTP50Ms)
+			if cfg.Loaded {
+				if ld, err := measureLoaded(ctx, p, cfg.Transfer, 10*time.Millisecond, Summary{P50: r.RTTP50Ms}); err != nil {
+					r.Errors = append(r.Errors, err.Error())
+				} else {
+					r.LoadedP99Ms, r.LoadedLossPct = ld.LoadedMs.P99, ld.LossPct
+					progress("  under load: RTT p99 %.3f ms, loss %.1f %%", r.LoadedP99Ms, r.LoadedLossPct)
+				}
+			}
+			if cfg.Delay > 0 {
+				if err := l.Impair(ctx, a, lab.Impairment{Delay: cfg.Delay / 2}); err != nil {
+					r.Errors = append(r.Errors, err.Error())
+				} else if t, err := measureTCP(ctx, p, cfg.Transfer, 1); err != nil {
+					r.Errors = append(r.Errors, err.Error())
+				} else {
+					r.DelayMbps = t.Mbps
+					progress("  +%v: %.0f Mbit/s", cfg.Delay, t.Mbps)
+				}
+				if err := l.Clear(ctx, a); err != nil {
+					return res, fmt.Errorf("clearing the delay: %w", err)
+				}
+			}
 			res = append(res, r)
 			if err := stopStandalone(ctx, l, procs); err != nil {
 				return res, fmt.Errorf("variant %s: %w", v.Name, err)
@@ -245,13 +278,13 @@ func DeviceTable(res []DeviceResult, streams []int) string {
 	for _, n := range streams {
 		fmt.Fprintf(&sb, " TCP %d Mbit/s | wgdev CPU s/GB | machine CPU s/GB |", n)
 	}
-	sb.WriteString("\n|---|---|---|")
+	sb.WriteString(" loaded RTT p99 ms | loaded loss % | TCP with delay Mbit/s |\n|---|---|---|")
 	for range streams {
 		sb.WriteString("---|---|---|")
 	}
-	sb.WriteString("\n")
+	sb.WriteString("---|---|---|\n")
 	for _, name := range names {
-		var rtt []float64
+		var rtt, loaded, loss, delay []float64
 		mbps, wg, mach := map[int][]float64{}, map[int][]float64{}, map[int][]float64{}
 		rounds := 0
 		for _, r := range res {
@@ -261,6 +294,12 @@ func DeviceTable(res []DeviceResult, streams []int) string {
 			rounds++
 			if r.RTTP50Ms > 0 {
 				rtt = append(rtt, r.RTTP50Ms)
+			}
+			if r.LoadedP99Ms > 0 {
+				loaded, loss = append(loaded, r.LoadedP99Ms), append(loss, r.LoadedLossPct)
+			}
+			if r.DelayMbps > 0 {
+				delay = append(delay, r.DelayMbps)
 			}
 			for _, t := range r.TCP {
 				mbps[t.Streams] = append(mbps[t.Streams], t.Mbps)
@@ -272,7 +311,7 @@ func DeviceTable(res []DeviceResult, streams []int) string {
 		for _, n := range streams {
 			fmt.Fprintf(&sb, " %.0f | %.2f | %.2f |", Summarize(mbps[n]).P50, Summarize(wg[n]).P50, Summarize(mach[n]).P50)
 		}
-		sb.WriteString("\n")
+		fmt.Fprintf(&sb, " %.3f | %.1f | %.0f |\n", Summarize(loaded).P50, Summarize(loss).P50, Summarize(delay).P50)
 	}
 	return sb.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,10 @@ var (
 		"empty: TestDevices does not run (make bench-wgdev)")
 	deviceRounds  = flag.Int("bench.rounds", 3, "rounds of TestDevices")
 	deviceSeconds = flag.Int("bench.seconds", 3, "length of each of TestDevices' TCP tests, in seconds")
+	deviceStreams = flag.String("bench.streams", "1,4", "parallel TCP streams of TestDevices' tests, comma-separated")
+	devicePings   = flag.Int("bench.pings", 100, "idle pings of TestDevices (10 ms apart)")
+	deviceLoaded  = flag.Bool("bench.loaded", false, "TestDevices also pings under load")
+	deviceDelay   = flag.Duration("bench.delay", 0, "TestDevices also measures TCP with this much added round-trip delay")
 )
 
 // TestDevices is the A/B comparison of userspace WireGuard devices
@@ -41,11 +46,19 @@ func TestDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	streams := []int{1, 4}
+	var streams []int
+	for _, f := range strings.Split(*deviceStreams, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			t.Fatalf("-bench.streams %q: want positive numbers, comma-separated", *deviceStreams)
+		}
+		streams = append(streams, n)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	res, err := bench.RunDevices(ctx, bench.DeviceConfig{SpecYAML: string(spec), Binary: binary, Variants: vs,
-		Rounds: *deviceRounds, Transfer: time.Duration(*deviceSeconds) * time.Second, Streams: streams, Progress: testWriter{t}})
+		Rounds: *deviceRounds, Transfer: time.Duration(*deviceSeconds) * time.Second, Streams: streams,
+		Pings: *devicePings, Loaded: *deviceLoaded, Delay: *deviceDelay, Progress: testWriter{t}})
 	t.Logf("\n%s", bench.DeviceTable(res, streams))
 	if err != nil {
 		t.Fatal(err)

@@ -31,11 +31,11 @@ func TestParseDeviceVariant(t *testing.T) {
 func TestDeviceTable(t *testing.T) {
 	res := []DeviceResult{
 		{Variant: "a", Round: 1, RTTP50Ms: 0.5, TCP: []TCPResult{{Streams: 1, Mbps: 100, Cost: Cost{WgdevCPUSecondsPerGB: 5, CPUSecondsPerGB: 9}}}},
-		{Variant: "b", Round: 1, RTTP50Ms: 0.7, TCP: []TCPResult{{Streams: 1, Mbps: 300}}},
+		{Variant: "b", Round: 1, RTTP50Ms: 0.7, TCP: []TCPResult{{Streams: 1, Mbps: 300}}, LoadedP99Ms: 3, LoadedLossPct: 1, DelayMbps: 90},
 		{Variant: "a", Round: 2, RTTP50Ms: 0.3, TCP: []TCPResult{{Streams: 1, Mbps: 200, Cost: Cost{WgdevCPUSecondsPerGB: 7, CPUSecondsPerGB: 11}}}},
 	}
 	got := DeviceTable(res, []int{1})
-	for _, want := range []string{"| a | 2 | 0.400 | 150 | 6.00 | 10.00 |", "| b | 1 | 0.700 | 300 | 0.00 | 0.00 |"} {
+	for _, want := range []string{"| a | 2 | 0.400 | 150 | 6.00 | 10.00 | 0.000 | 0.0 | 0 |", "| b | 1 | 0.700 | 300 | 0.00 | 0.00 | 3.000 | 1.0 | 90 |"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
