@@ -31,10 +31,10 @@ type DeviceVariant struct {
 	// Flags are `fednet wgdev`'s flags (the interface name is added).
 	Flags []string
 	// Firewall loads a ruleset of the shape of a fednet gateway's into
-	// both gateways: connection tracking and per-prefix rules in the
-	// forward hook, MSS clamping (FirewallTracked), or the same rules with
-	// the tunnel's forwarded traffic exempt from connection tracking
-	// (FirewallUntracked).
+	// both gateways: an input chain that drops what it does not accept,
+	// connection tracking and per-prefix rules in the forward hook, MSS
+	// clamping (FirewallTracked), or variations (FirewallUntracked,
+	// FirewallTunnelFirst).
 	Firewall Firewall
 }
 
@@ -48,12 +48,16 @@ const (
 	FirewallTracked
 	// FirewallUntracked: the same, forwarded traffic not tracked.
 	FirewallUntracked
+	// FirewallTunnelFirst: FirewallTracked with the tunnel's UDP port
+	// accepted first in the input chain, before connection tracking's
+	// rules.
+	FirewallTunnelFirst
 )
 
 // firewallTokens are the variant string's firewall words.
-var firewallTokens = map[string]Firewall{"@nft": FirewallTracked, "@nft-notrack": FirewallUntracked}
+var firewallTokens = map[string]Firewall{"@nft": FirewallTracked, "@nft-notrack": FirewallUntracked, "@nft-udpfirst": FirewallTunnelFirst}
 
-// ParseDeviceVariant reads "NAME: [@nft|@nft-notrack] [KEY=VALUE ...]
+// ParseDeviceVariant reads "NAME: [@nft|@nft-notrack|@nft-udpfirst] [KEY=VALUE ...]
 // [FLAGS ...]", e.g. "ref: --tun wireguard-go --aqm off" or "one: @nft
 // GOMAXPROCS=1 --aqm off".
 func ParseDeviceVariant(s string) (DeviceVariant, error) {
@@ -200,7 +204,7 @@ func RunDevices(ctx context.Context, cfg DeviceConfig) (res []DeviceResult, err 
 			r := DeviceResult{Variant: v.Name, Round: round}
 			procs, err := startStandalone(ctx, l, mtu, v.argv(cfg.Binary))
 			if err == nil && v.Firewall != FirewallNone {
-				err = loadFirewall(ctx, l, v.Firewall, mtu-40)
+				err = loadFirewall(ctx, l, v.Firewall, mtu-40, f.Overlay.ListenPort)
 			}
 			if err == nil {
 				wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -321,7 +325,7 @@ func DeviceTable(res []DeviceResult, streams []int) string {
 // l, for the standalone tunnel's interface, clamping TCP's MSS to mss:
 // what a routed packet meets on a fednet gateway besides WireGuard. Deleting the interface does not
 // remove it; each load replaces the last.
-func loadFirewall(ctx context.Context, l *lab.Lab, fw Firewall, mss int) error {
+func loadFirewall(ctx context.Context, l *lab.Lab, fw Firewall, mss, port int) error {
 	gws := l.Gateways()
 	for i, gw := range gws {
 		local, remote := prefixesOf(l, gw.Site), prefixesOf(l, gws[1-i].Site)
@@ -332,6 +336,13 @@ func loadFirewall(ctx context.Context, l *lab.Lab, fw Firewall, mss int) error {
 			fmt.Fprintf(&rs, "  iifname %q ip saddr %s ip daddr %s notrack\n", lab.LANInterface, local, remote)
 			fmt.Fprintf(&rs, "  iifname %q ip saddr %s ip daddr %s notrack\n}\n", standaloneIface, remote, local)
 		}
+		fmt.Fprintf(&rs, "chain input { type filter hook input priority filter; policy drop;\n")
+		if fw == FirewallTunnelFirst {
+			fmt.Fprintf(&rs, "  udp dport %d accept\n", port)
+		}
+		fmt.Fprintf(&rs, "  iifname \"lo\" accept\n  ct state established,related accept\n  ct state invalid drop\n")
+		fmt.Fprintf(&rs, "  iifname != %q udp dport 4789 drop\n  tcp dport 443 accept\n  udp dport %d accept\n", standaloneIface, port)
+		fmt.Fprintf(&rs, "  icmp type echo-request limit rate 10/second accept\n}\n")
 		fmt.Fprintf(&rs, "chain forward { type filter hook forward priority filter; policy accept;\n")
 		fmt.Fprintf(&rs, "  ct state established,related accept\n")
 		fmt.Fprintf(&rs, "  iifname %q ct state invalid drop\n  oifname %q ct state invalid drop\n", standaloneIface, standaloneIface)
