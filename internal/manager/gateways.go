@@ -560,11 +560,25 @@ func activeOf(views []siteView) (string, time.Time, *api.Failover) {
 				last = f
 			}
 		}
+		// A gateway that took a role nobody held any more (the active
+		// stepped down first: it reached no other site) knows no cause
+		// but that; the one that stepped down for it knows the cause.
+		if last.From == "" {
+			for _, v := range views {
+				if f := v.LastFailover; f != nil && f.From == v.gateway && f.To == last.To && !f.At.After(last.At) && last.At.Sub(f.At) <= stepDownWindow {
+					last = f
+				}
+			}
+		}
 		c := *last
 		last = &c
 	}
 	return active, since, last
 }
+
+// stepDownWindow is how long before a gateway took its site's role the
+// active may have stepped down for it, for the failover to be one change.
+const stepDownWindow = 5 * time.Second
 
 func (m *Manager) getNetworks(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {

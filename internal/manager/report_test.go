@@ -190,4 +190,23 @@ func TestFailoverReportShown(t *testing.T) {
 	if vias["aws-gw"] != "gcp-gw" || vias["gcp-gw"] != "" || len(vias) != 2 {
 		t.Errorf("onprem-gw2's links' paths: %v; want aws-gw via gcp-gw, gcp-gw direct", vias)
 	}
+	// The active stepped down first (it reaches no other site), the other
+	// took the role nobody held: the failover is the step-down's, cause
+	// included.
+	down := api.Failover{At: now.Add(-30 * time.Second), From: "onprem-gw2", To: "onprem-gw1", Cause: "this gateway reaches no other site, onprem-gw1 reaches 3"}
+	took2 := api.Failover{At: down.At.Add(30 * time.Millisecond), To: "onprem-gw1", Cause: "no other gateway of the site claims it"}
+	for gw, f := range map[string]api.FailoverStatus{
+		"onprem-gw1": {Active: "onprem-gw1", Epoch: 3, ActiveSince: took2.At, LastFailover: &took2},
+		"onprem-gw2": {Active: "onprem-gw1", ActiveSince: down.At, LastFailover: &down},
+	} {
+		cred, _ := h.enroll(gw)
+		p := h.plan(gw)
+		h.ok(req{method: "PUT", path: gwPath(api.PathStatus, gw), token: cred, body: api.StatusReport{Generation: p.Generation, Revision: p.Revision, Failover: &f}}, nil)
+	}
+	h.ok(req{method: "GET", path: api.PathSites}, &sites)
+	for _, s := range sites {
+		if s.Name == "lab" && (s.Active != "onprem-gw1" || s.LastFailover == nil || *s.LastFailover != down) {
+			t.Errorf("site lab after a step-down: active %q, last failover %+v; want onprem-gw1, %+v", s.Active, s.LastFailover, down)
+		}
+	}
 }
