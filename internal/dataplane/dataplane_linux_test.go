@@ -386,7 +386,8 @@ func TestLinuxFirewall(t *testing.T) {
 	// Several tunnels, and the public ports of other backends.
 	multi := planA().Firewall
 	multi.Tunnels = []string{"fed0", "fed1"}
-	multi.Public = []backend.Port{{Protocol: backend.UDP, Port: 51820}, {Protocol: backend.TCP, Port: 443}, {Protocol: backend.ESP}}
+	// Two untracked UDP ports; 4789, also a tunnel-only port, stays tracked.
+	multi.Public = []backend.Port{{Protocol: backend.UDP, Port: 4500}, {Protocol: backend.UDP, Port: 4789}, {Protocol: backend.UDP, Port: 51820}, {Protocol: backend.TCP, Port: 443}, {Protocol: backend.ESP}}
 	multi.TunnelPorts = []int{4789}
 	rs := buildRuleset(multi)
 	if err := replaceTable(rs, rs.fingerprint()); err != nil {
