@@ -52,12 +52,17 @@ const (
 	// accepted first in the input chain, before connection tracking's
 	// rules.
 	FirewallTunnelFirst
+	// FirewallTunnelRaw: FirewallTunnelFirst with the tunnel's UDP
+	// exempt from connection tracking (a raw-priority prerouting rule for
+	// datagrams to the port on this host, an output rule for those from
+	// it), as internal/dataplane's firewall does.
+	FirewallTunnelRaw
 )
 
 // firewallTokens are the variant string's firewall words.
-var firewallTokens = map[string]Firewall{"@nft": FirewallTracked, "@nft-notrack": FirewallUntracked, "@nft-udpfirst": FirewallTunnelFirst}
+var firewallTokens = map[string]Firewall{"@nft": FirewallTracked, "@nft-notrack": FirewallUntracked, "@nft-udpfirst": FirewallTunnelFirst, "@nft-raw": FirewallTunnelRaw}
 
-// ParseDeviceVariant reads "NAME: [@nft|@nft-notrack|@nft-udpfirst] [KEY=VALUE ...]
+// ParseDeviceVariant reads "NAME: [@nft|@nft-notrack|@nft-udpfirst|@nft-raw] [KEY=VALUE ...]
 // [FLAGS ...]", e.g. "ref: --tun wireguard-go --aqm off" or "one: @nft
 // GOMAXPROCS=1 --aqm off".
 func ParseDeviceVariant(s string) (DeviceVariant, error) {
@@ -336,8 +341,14 @@ func loadFirewall(ctx context.Context, l *lab.Lab, fw Firewall, mss, port int) e
 			fmt.Fprintf(&rs, "  iifname %q ip saddr %s ip daddr %s notrack\n", lab.LANInterface, local, remote)
 			fmt.Fprintf(&rs, "  iifname %q ip saddr %s ip daddr %s notrack\n}\n", standaloneIface, remote, local)
 		}
+		if fw == FirewallTunnelRaw {
+			fmt.Fprintf(&rs, "chain notrack-in { type filter hook prerouting priority raw; policy accept;\n")
+			fmt.Fprintf(&rs, "  udp dport %d fib daddr type local notrack\n}\n", port)
+			fmt.Fprintf(&rs, "chain notrack-out { type filter hook output priority raw; policy accept;\n")
+			fmt.Fprintf(&rs, "  udp sport %d notrack\n}\n", port)
+		}
 		fmt.Fprintf(&rs, "chain input { type filter hook input priority filter; policy drop;\n")
-		if fw == FirewallTunnelFirst {
+		if fw == FirewallTunnelFirst || fw == FirewallTunnelRaw {
 			fmt.Fprintf(&rs, "  udp dport %d accept\n", port)
 		}
 		fmt.Fprintf(&rs, "  iifname \"lo\" accept\n  ct state established,related accept\n  ct state invalid drop\n")

@@ -21,6 +21,12 @@ func TestParseDeviceVariant(t *testing.T) {
 	if got := strings.Join(DeviceVariant{Name: "x"}.argv("f"), " "); got != "f wgdev" {
 		t.Errorf("argv without env or flags %q", got)
 	}
+	for tok, want := range firewallTokens {
+		v, err := ParseDeviceVariant("x: " + tok + " GOMAXPROCS=1 --aqm off")
+		if err != nil || v.Firewall != want || !slices.Equal(v.Env, []string{"GOMAXPROCS=1"}) || !slices.Equal(v.Flags, []string{"--aqm", "off"}) {
+			t.Errorf("%s: parsed %+v, %v; want firewall %d", tok, v, err, want)
+		}
+	}
 	for _, bad := range []string{"", "no colon", ": --tun offload"} {
 		if _, err := ParseDeviceVariant(bad); err == nil {
 			t.Errorf("%q: no error", bad)

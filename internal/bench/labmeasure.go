@@ -74,29 +74,33 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 		}
 	}
 
-	shared := map[string]*pathResult{}
-	for _, p := range []*path{underlay, standalone} {
-		shared[p.info.Name] = measurePath(ctx, s, p, r.progress)
-	}
-	r.progress("mode routed")
-	mode := assemble("routed", []*path{routed, underlay, standalone},
-		map[string]*pathResult{Overlay: measurePath(ctx, s, routed, r.progress), Underlay: shared[Underlay], Standalone: shared[Standalone]})
-	mode.Delay, mode.Errors = r.delaySweep(ctx, []*path{routed, underlay, standalone}, mode.Errors)
-	res.Modes = append(res.Modes, mode)
-
-	for _, bn := range r.measuredBridged() {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		r.progress("mode bridged (network %s)", bn.Name)
+	// Every path is measured in one interleaved pass (measurePaths): the
+	// overlay's figures and the standalone tunnel's they are compared
+	// with are taken minutes apart no more.
+	bridged := r.measuredBridged()
+	paths := []*path{underlay, standalone, routed}
+	for _, bn := range bridged {
 		from, to := r.l.BridgedHosts(bn.Name, r.a)[0], r.l.BridgedHosts(bn.Name, r.b)[0]
 		if err := r.serve(ctx, r.l, to); err != nil {
 			return nil, err
 		}
-		bridged := hostPath(Overlay, from, to, r.wireOf(r.l))
-		bridged.cost.pids = overlayPIDs
-		m := assemble("bridged", []*path{bridged, underlay, standalone},
-			map[string]*pathResult{Overlay: measurePath(ctx, s, bridged, r.progress), Underlay: shared[Underlay], Standalone: shared[Standalone]})
+		p := hostPath(Overlay, from, to, r.wireOf(r.l))
+		p.cost.pids = overlayPIDs
+		paths = append(paths, p)
+	}
+	r.progress("measuring the underlay, the standalone tunnel, routed and %d bridged network(s), each measurement on each in turn", len(bridged))
+	all := measurePaths(ctx, s, paths, r.progress)
+	shared := map[string]*pathResult{Underlay: all[0], Standalone: all[1]}
+	mode := assemble("routed", []*path{routed, underlay, standalone},
+		map[string]*pathResult{Overlay: all[2], Underlay: shared[Underlay], Standalone: shared[Standalone]})
+	mode.Delay, mode.Errors = r.delaySweep(ctx, []*path{routed, underlay, standalone}, mode.Errors)
+	res.Modes = append(res.Modes, mode)
+	for i, bn := range bridged {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		m := assemble("bridged", []*path{paths[3+i], underlay, standalone},
+			map[string]*pathResult{Overlay: all[3+i], Underlay: shared[Underlay], Standalone: shared[Standalone]})
 		m.Network = bn.Name
 		res.Modes = append(res.Modes, m)
 	}

@@ -127,8 +127,8 @@ func RunLive(ctx context.Context, cfg LiveConfig) (*Results, error) {
 		res.Notes = append(res.Notes, "Traffic overhead from the counters of "+cfg.WireInterface+" as the interface reports them; segmentation offloads make them count fewer headers than the wire carries.")
 	}
 	by := map[string]*pathResult{}
-	for _, p := range paths {
-		by[p.info.Name] = measurePath(ctx, s, p, progress)
+	for i, r := range measurePaths(ctx, s, paths, progress) {
+		by[paths[i].info.Name] = r
 	}
 	m := assemble("routed", paths, by)
 	res.Modes = []ModeResult{m}

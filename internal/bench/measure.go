@@ -62,60 +62,94 @@ func (r *pathResult) fail(what string, err error) {
 
 // measurePath runs every measurement but the delay sweep on p.
 func measurePath(ctx context.Context, s Settings, p *path, progress func(string, ...any)) *pathResult {
-	r := &pathResult{}
-	name := p.info.Name
-	interval := time.Duration(s.PingIntervalMs * float64(time.Millisecond))
-	progress("%s: %d pings at %v, %s -> %s", name, s.PingCount, interval, p.info.From, p.info.To)
-	if rtt, err := measureRTT(ctx, p, s.PingCount, interval); err != nil {
-		r.fail("rtt", err)
-	} else {
-		r.rtt = &rtt
+	return measurePaths(ctx, s, []*path{p}, progress)[0]
+}
+
+// measurePaths runs every measurement but the delay sweep on each path,
+// interleaved: each measurement (pings, TCP with n streams, UDP at a rate,
+// ...) runs on every path in turn before the next starts, so paths
+// compared with each other see the machine in the same state (on a shared
+// machine, measuring one path after the other moves their ratios by
+// ±20 %). It returns one result per path, in the order of paths.
+func measurePaths(ctx context.Context, s Settings, paths []*path, progress func(string, ...any)) []*pathResult {
+	res := make([]*pathResult, len(paths))
+	for i := range res {
+		res[i] = &pathResult{}
 	}
+	// each runs fn on every path in turn.
+	each := func(fn func(p *path, r *pathResult)) {
+		for i, p := range paths {
+			fn(p, res[i])
+		}
+	}
+	interval := time.Duration(s.PingIntervalMs * float64(time.Millisecond))
+	each(func(p *path, r *pathResult) {
+		progress("%s: %d pings at %v, %s -> %s", p.info.Name, s.PingCount, interval, p.info.From, p.info.To)
+		if rtt, err := measureRTT(ctx, p, s.PingCount, interval); err != nil {
+			r.fail("rtt", err)
+		} else {
+			r.rtt = &rtt
+		}
+	})
 	dur := time.Duration(s.TransferS * float64(time.Second))
 	for _, n := range s.Streams {
-		progress("%s: TCP, %d stream(s), %v", name, n, dur)
-		t, err := measureTCP(ctx, p, dur, n)
-		if err != nil {
-			r.fail(fmt.Sprintf("tcp %d streams", n), err)
-			continue
-		}
-		r.tcp = append(r.tcp, t)
+		each(func(p *path, r *pathResult) {
+			progress("%s: TCP, %d stream(s), %v", p.info.Name, n, dur)
+			t, err := measureTCP(ctx, p, dur, n)
+			if err != nil {
+				r.fail(fmt.Sprintf("tcp %d streams", n), err)
+				return
+			}
+			r.tcp = append(r.tcp, t)
+		})
 	}
 	for _, rate := range s.UDPRatesMbps {
-		progress("%s: UDP at %g Mbit/s, %v", name, rate, dur)
-		u, err := measureUDP(ctx, p, dur, rate)
-		if err != nil {
-			r.fail(fmt.Sprintf("udp %g Mbit/s", rate), err)
-			continue
-		}
-		r.udp = append(r.udp, u)
+		each(func(p *path, r *pathResult) {
+			progress("%s: UDP at %g Mbit/s, %v", p.info.Name, rate, dur)
+			u, err := measureUDP(ctx, p, dur, rate)
+			if err != nil {
+				r.fail(fmt.Sprintf("udp %g Mbit/s", rate), err)
+				return
+			}
+			r.udp = append(r.udp, u)
+		})
 	}
-	if len(p.wire) > 0 && s.OverheadBytes > 0 {
-		progress("%s: traffic overhead, %d bytes over TCP", name, s.OverheadBytes)
+	each(func(p *path, r *pathResult) {
+		if len(p.wire) == 0 || s.OverheadBytes <= 0 {
+			return
+		}
+		progress("%s: traffic overhead, %d bytes over TCP", p.info.Name, s.OverheadBytes)
 		if o, err := measureOverhead(ctx, p, s.OverheadBytes); err != nil {
 			r.fail("overhead", err)
 		} else {
 			r.overhead = &o
 		}
-	}
-	if p.cost.pids != nil {
-		if m, err := memoryOf(name, p.cost.pids()); err != nil {
+	})
+	each(func(p *path, r *pathResult) {
+		progress("%s: latency under load (ping during a bulk TCP transfer)", p.info.Name)
+		var idle Summary
+		if r.rtt != nil {
+			idle = r.rtt.Ms
+		}
+		if l, err := measureLoaded(ctx, p, dur, interval, idle); err != nil {
+			r.fail("latency under load", err)
+		} else {
+			r.loaded = &l
+		}
+	})
+	// Last: a peak over everything measured (paths that share processes,
+	// routed and bridged, show the same peak).
+	each(func(p *path, r *pathResult) {
+		if p.cost.pids == nil {
+			return
+		}
+		if m, err := memoryOf(p.info.Name, p.cost.pids()); err != nil {
 			r.fail("memory", err)
 		} else {
 			r.memory = &m
 		}
-	}
-	progress("%s: latency under load (ping during a bulk TCP transfer)", name)
-	var idle Summary
-	if r.rtt != nil {
-		idle = r.rtt.Ms
-	}
-	if l, err := measureLoaded(ctx, p, dur, interval, idle); err != nil {
-		r.fail("latency under load", err)
-	} else {
-		r.loaded = &l
-	}
-	return r
+	})
+	return res
 }
 
 // measureRTT pings the path's target.
