@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -22,13 +21,12 @@ import (
 //
 //	chain input: hook input, priority filter, policy drop
 //	  iifname "lo" accept
-//	  udp dport <port> accept   per Public UDP port (the tunnels' own), before conntrack's rules
 //	  ct state established,related accept
 //	  ct state invalid drop
 //	  iifname != "<Tunnel>" udp dport <port> drop   per TunnelPorts (gateway VXLAN)
 //	  iifname != "<Tunnel>" ip saddr <host> udp dport <port> accept   per neighbor tunnel
 //	  udp dport <port> drop                                           (same)
-//	  tcp dport <port> accept   per other Public port (meta l4proto esp)
+//	  udp dport <port> accept   per Public port (tcp dport <port>; meta l4proto esp)
 //	  ip saddr <source> tcp dport <port> accept   per Admit source (udp alike)
 //	  iifname "<Tunnel>" ip saddr <Transit> accept        other gateways
 //	  iifname != "<Tunnel>" ip saddr <Local> fib saddr . iif oif exists accept
@@ -48,19 +46,6 @@ import (
 //	chain mss: hook forward, priority mangle (before filter), policy accept
 //	  oifname "<Tunnel>" tcp flags syn tcp option maxseg size > <MSS> tcp option maxseg size set <MSS>
 //	  iifname "<Tunnel>" (same)
-//	chain notrack-in: hook prerouting, priority raw, policy accept
-//	  udp dport <port> fib daddr type local notrack   per Public UDP port
-//	chain notrack-out: hook output, priority raw, policy accept
-//	  udp sport <port> notrack                        (same)
-//
-// The tunnels' own datagrams are not connection-tracked: the input chain
-// accepts them from anywhere by port alone, so tracking them decides
-// nothing, and it costs the gateway CPU per byte moved (docs/bench.md).
-// Only datagrams to an address of this host are exempt (fib daddr type
-// local): UDP the gateway forwards for others to the same port stays
-// tracked, for the machine's own rules (NAT) to see. A Public UDP port
-// that is also a tunnel-only port (VXLAN) keeps its place after the VXLAN
-// drop and stays tracked, so the drop still holds.
 //
 // Anti-spoofing of Local sources: a Local source is accepted only when it did
 // not arrive on the tunnel and when the reverse path check passes, i.e. the
@@ -73,18 +58,9 @@ import (
 
 // chainInput etc. are the chain names of the table.
 const (
-	chainInput      = "input"
-	chainForward    = "forward"
-	chainMSS        = "mss"
-	chainNotrackIn  = "notrack-in"
-	chainNotrackOut = "notrack-out"
-)
-
-// Chain priorities (nft's names in ruleset.text).
-const (
-	priorityRaw    = -300
-	priorityMangle = -150
-	priorityFilter = 0
+	chainInput   = "input"
+	chainForward = "forward"
+	chainMSS     = "mss"
 )
 
 // icmpRate is the echo-request rate limit, per second and family.
@@ -101,8 +77,8 @@ type ruleset struct {
 
 type chain struct {
 	name     string
-	hook     string // "prerouting", "input", "forward" or "output"
-	priority int    // priorityFilter, priorityMangle or priorityRaw
+	hook     string // "input" or "forward"
+	priority int    // 0 filter, -150 mangle
 	policy   string // "accept" or "drop"
 	rules    []rule
 }
@@ -110,14 +86,10 @@ type chain struct {
 // rule is matches then one statement.
 type rule struct {
 	matches []match
-	// verdict is "accept" or "drop"; "" when mssSet or notrack is the
-	// statement.
+	// verdict is "accept" or "drop"; "" when mssSet is the statement.
 	verdict string
 	// mssSet sets the TCP MSS option to this value.
-	mssSet int
-	// notrack exempts the packet from connection tracking (in a raw
-	// priority chain); evaluation goes on with the next rule.
-	notrack bool
+	mssSet  int
 	comment string
 }
 
@@ -142,14 +114,8 @@ type addr struct {
 // udpDport matches UDP packets to a port.
 type udpDport struct{ port int }
 
-// udpSport matches UDP packets from a port.
-type udpSport struct{ port int }
-
 // tcpDport matches TCP packets to a port.
 type tcpDport struct{ port int }
-
-// fibDaddrLocal matches packets to an address of this host.
-type fibDaddrLocal struct{}
 
 // l4proto matches packets of an IP protocol.
 type l4proto struct {
@@ -223,9 +189,7 @@ func (m addr) text() string {
 }
 
 func (m udpDport) text() string     { return "udp dport " + strconv.Itoa(m.port) }
-func (m udpSport) text() string     { return "udp sport " + strconv.Itoa(m.port) }
 func (m tcpDport) text() string     { return "tcp dport " + strconv.Itoa(m.port) }
-func (fibDaddrLocal) text() string  { return "fib daddr type local" }
 func (m l4proto) text() string      { return "meta l4proto " + m.name }
 func (fibReversePath) text() string { return "fib saddr . iif oif exists" }
 func (m icmpType) text() string {
@@ -265,10 +229,6 @@ func buildRuleset(fw plan.Firewall) ruleset {
 		}
 	}
 	add(&input, "accept", ifName{name: "lo"})
-	untracked := untrackedPorts(fw)
-	for _, p := range untracked {
-		add(&input, "accept", udpDport{p})
-	}
 	add(&input, "accept", ctState{established: true, related: true})
 	add(&input, "drop", ctState{invalid: true})
 	// VXLAN to other gateways comes through the tunnel only: a Linux VXLAN
@@ -284,9 +244,6 @@ func buildRuleset(fw plan.Firewall) ruleset {
 		add(&input, "drop", udpDport{n.Port})
 	}
 	for _, p := range fw.Public {
-		if p.Protocol == backend.UDP && slices.Contains(untracked, p.Port) {
-			continue // accepted above
-		}
 		add(&input, "accept", publicMatch(p))
 	}
 	// What the spec admits to the gateway itself besides the tunnel (SSH
@@ -359,7 +316,7 @@ func buildRuleset(fw plan.Firewall) ruleset {
 
 	rs := ruleset{table: fw.Table, chains: []chain{input, forward}}
 	if fw.MSS > 0 {
-		mss := chain{name: chainMSS, hook: "forward", priority: priorityMangle, policy: "accept"}
+		mss := chain{name: chainMSS, hook: "forward", priority: -150, policy: "accept"}
 		for _, out := range []bool{true, false} {
 			for _, t := range tunnels {
 				mss.rules = append(mss.rules, rule{
@@ -370,32 +327,7 @@ func buildRuleset(fw plan.Firewall) ruleset {
 		}
 		rs.chains = append(rs.chains, mss)
 	}
-	// After the input chain, whose first rule carries the fingerprint
-	// (readTable looks there).
-	if len(untracked) > 0 {
-		in := chain{name: chainNotrackIn, hook: "prerouting", priority: priorityRaw, policy: "accept"}
-		out := chain{name: chainNotrackOut, hook: "output", priority: priorityRaw, policy: "accept"}
-		for _, p := range untracked {
-			in.rules = append(in.rules, rule{matches: []match{udpDport{p}, fibDaddrLocal{}}, notrack: true})
-			out.rules = append(out.rules, rule{matches: []match{udpSport{p}}, notrack: true})
-		}
-		rs.chains = append(rs.chains, in, out)
-	}
 	return rs
-}
-
-// untrackedPorts returns the Public UDP ports that are exempt from
-// connection tracking and accepted first: all but those that are also
-// tunnel-only ports, sorted and without repeats.
-func untrackedPorts(fw plan.Firewall) []int {
-	var ports []int
-	for _, p := range fw.Public {
-		if p.Protocol == backend.UDP && !slices.Contains(fw.TunnelPorts, p.Port) {
-			ports = append(ports, p.Port)
-		}
-	}
-	slices.Sort(ports)
-	return slices.Compact(ports)
 }
 
 // publicMatch matches what a backend needs on the public side.
@@ -419,11 +351,8 @@ func (rs ruleset) text(fingerprint string) string {
 			b.WriteString("\n")
 		}
 		prio := "filter"
-		switch c.priority {
-		case priorityMangle:
+		if c.priority == -150 {
 			prio = "mangle"
-		case priorityRaw:
-			prio = "raw"
 		}
 		fmt.Fprintf(&b, "\tchain %s {\n\t\ttype filter hook %s priority %s; policy %s;\n", c.name, c.hook, prio, c.policy)
 		for j, r := range c.rules {
@@ -431,12 +360,9 @@ func (rs ruleset) text(fingerprint string) string {
 			for _, m := range r.matches {
 				parts = append(parts, m.text())
 			}
-			switch {
-			case r.mssSet > 0:
+			if r.mssSet > 0 {
 				parts = append(parts, fmt.Sprintf("tcp option maxseg size set %d", r.mssSet))
-			case r.notrack:
-				parts = append(parts, "notrack")
-			default:
+			} else {
 				parts = append(parts, r.verdict)
 			}
 			if fingerprint != "" && i == 0 && j == 0 {

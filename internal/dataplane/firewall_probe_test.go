@@ -3,11 +3,8 @@ package dataplane
 import (
 	"net/netip"
 	"os"
-	"reflect"
-	"slices"
 	"testing"
 
-	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/probe"
 	"github.com/fednet/fednet/internal/spec"
@@ -168,62 +165,6 @@ func TestForwardIsStateless(t *testing.T) {
 		if got := forward.verdict(tc.p); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
-	}
-}
-
-// TestFirewallTunnelUDPUntracked: the tunnel's own UDP (the WireGuard
-// listen port of a gateway of examples/bridged.yaml) is exempt from
-// connection tracking both ways, for datagrams to this host only, and
-// accepted before the input chain's connection-tracking rules, from any
-// interface and in any state, as before. A Public UDP port that is also
-// a tunnel-only port keeps its drop from outside the tunnel and its
-// tracking.
-func TestFirewallTunnelUDPUntracked(t *testing.T) {
-	self := examplePlans(t, "bridged.yaml")[0]
-	port := self.Tunnels[0].ListenPort
-	rs := buildRuleset(self.Firewall)
-	byName := map[string]chain{}
-	for _, c := range rs.chains {
-		byName[c.name] = c
-	}
-	wantChain := func(name, hook string, want rule) {
-		c := byName[name]
-		if c.hook != hook || c.priority != priorityRaw || c.policy != "accept" {
-			t.Errorf("chain %s: hook %q priority %d policy %q, want %s at raw priority, policy accept", name, c.hook, c.priority, c.policy, hook)
-		}
-		if len(c.rules) != 1 || !reflect.DeepEqual(c.rules[0], want) {
-			t.Errorf("chain %s: rules %+v, want [%+v]", name, c.rules, want)
-		}
-	}
-	wantChain(chainNotrackIn, "prerouting", rule{matches: []match{udpDport{port}, fibDaddrLocal{}}, notrack: true})
-	wantChain(chainNotrackOut, "output", rule{matches: []match{udpSport{port}}, notrack: true})
-
-	input := rs.chains[0]
-	first := slices.IndexFunc(input.rules, func(r rule) bool { return reflect.DeepEqual(r.matches, []match{udpDport{port}}) })
-	ct := slices.IndexFunc(input.rules, func(r rule) bool { _, ok := r.matches[0].(ctState); return ok })
-	if first < 0 || ct < 0 || first > ct || input.rules[first].verdict != "accept" {
-		t.Errorf("input chain: udp dport %d accept at %d, first ct rule at %d; want the accept before", port, first, ct)
-	}
-	for _, st := range []string{"new", "invalid", "untracked"} {
-		p := packet{iif: "eth0", src: netip.MustParseAddr("203.0.113.9"), dst: netip.MustParseAddr("198.51.100.1"), udpDport: port, ctState: st}
-		if got := input.verdict(p); got != "accept" {
-			t.Errorf("tunnel datagram from the public side, state %s: %s, want accept", st, got)
-		}
-	}
-
-	fw := self.Firewall
-	fw.Public = append(slices.Clone(fw.Public), backend.Port{Protocol: backend.UDP, Port: plan.VXLANPort})
-	rs = buildRuleset(fw)
-	for _, c := range rs.chains[2:] {
-		for _, r := range c.rules {
-			if r.notrack && slices.Contains(r.matches, match(udpDport{plan.VXLANPort})) {
-				t.Errorf("chain %s exempts the tunnel-only port %d from tracking", c.name, plan.VXLANPort)
-			}
-		}
-	}
-	p := packet{iif: "eth0", src: netip.MustParseAddr("203.0.113.9"), dst: netip.MustParseAddr("198.51.100.1"), udpDport: plan.VXLANPort, ctState: "new"}
-	if got := rs.chains[0].verdict(p); got != "drop" {
-		t.Errorf("VXLAN from the public side with %d also a Public port: %s, want drop", plan.VXLANPort, got)
 	}
 }
 

@@ -31,13 +31,8 @@ func replaceTable(rs ruleset, fingerprint string) error {
 			policy = nftables.ChainPolicyDrop
 		}
 		hook := nftables.ChainHookInput
-		switch ch.hook {
-		case "forward":
+		if ch.hook == "forward" {
 			hook = nftables.ChainHookForward
-		case "prerouting":
-			hook = nftables.ChainHookPrerouting
-		case "output":
-			hook = nftables.ChainHookOutput
 		}
 		nch := c.AddChain(&nftables.Chain{
 			Name:     ch.name,
@@ -103,15 +98,11 @@ func readTable(name string) (*TableState, error) {
 }
 
 // dport matches packets of transport protocol proto to port.
-func dport(proto byte, port int) []expr.Any { return transportPort(proto, 2, port) }
-
-// transportPort matches packets of transport protocol proto whose port at
-// offset (0 source, 2 destination) is port.
-func transportPort(proto byte, offset uint32, port int) []expr.Any {
+func dport(proto byte, port int) []expr.Any {
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: offset, Len: 2},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
 	}
 }
@@ -215,14 +206,8 @@ func (r rule) exprs() []expr.Any {
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: network})
 		case udpDport:
 			out = append(out, dport(unix.IPPROTO_UDP, m.port)...)
-		case udpSport:
-			out = append(out, transportPort(unix.IPPROTO_UDP, 0, m.port)...)
 		case tcpDport:
 			out = append(out, dport(unix.IPPROTO_TCP, m.port)...)
-		case fibDaddrLocal:
-			out = append(out,
-				&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)})
 		case l4proto:
 			out = append(out,
 				&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
@@ -261,8 +246,6 @@ func (r rule) exprs() []expr.Any {
 		}
 	}
 	switch {
-	case r.notrack:
-		out = append(out, &expr.Notrack{})
 	case r.mssSet > 0:
 		out = append(out,
 			&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(r.mssSet))},
