@@ -66,6 +66,7 @@ type answers struct {
 	// keyed).
 	prev            *plan.Gateway
 	prevAnswers     *answers
+	edit            *plan.Edit // what plan.Update changed from prev, if it made this version
 	keyedOnce       sync.Once
 	keyedPlan       bool // plandelta.Keyed of this version
 	rotate          int
@@ -100,13 +101,23 @@ func (a *answers) delta(p planEntry, rotate int) ([]byte, []byte) {
 	a.reset(rotate)
 	if !a.deltaDone && a.prev != nil {
 		a.deltaDone = true
-		prev, before := a.prev, a.prevAnswers
-		a.prev, a.prevAnswers = nil, nil // the delta is all that is needed of them
-		// Each version's lists are checked once: as the new plan of one
-		// delta and, remembered, as the base of the next.
-		prevKeyed := before != nil && before.keyed(*prev) || before == nil && plandelta.Keyed(*prev)
-		if prevKeyed && a.keyed(p.plan) {
-			d := plandelta.DiffKeyed(*prev, p.plan, p.Sum)
+		prev, before, edit := a.prev, a.prevAnswers, a.edit
+		a.prev, a.prevAnswers, a.edit = nil, nil, nil // the delta is all that is needed of them
+		var d plandelta.Delta
+		ok := true
+		switch {
+		case edit != nil:
+			// What plan.Update changed: no need to compare the lists.
+			d = plandelta.FromEdit(*prev, p.plan, *edit, p.Sum)
+		default:
+			// Each version's lists are checked once: as the new plan of
+			// one delta and, remembered, as the base of the next.
+			prevKeyed := before != nil && before.keyed(*prev) || before == nil && plandelta.Keyed(*prev)
+			if ok = prevKeyed && a.keyed(p.plan); ok {
+				d = plandelta.DiffKeyed(*prev, p.plan, p.Sum)
+			}
+		}
+		if ok {
 			if js, err := json.Marshal(d); err == nil {
 				a.deltaBody = fmt.Appendf(nil, `{"generation":%d,"revision":%d,"base":%d,"delta":%s,"rotateKey":%d}`+"\n", p.Generation, p.Revision, p.prevGen, js, rotate)
 				a.deltaZ = gzipped(a.deltaBody)

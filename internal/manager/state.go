@@ -69,13 +69,14 @@ func encodeDeltas(st *state, names []string) {
 }
 
 // newEntry returns the entry of plan g stored as p, following old (the
-// entry before, if any).
-func newEntry(p store.Plan, g plan.Gateway, old planEntry, hadOld bool) planEntry {
+// entry before, if any); edit, when set, is what plan.Update changed from
+// old's plan to g (the delta is made from it).
+func newEntry(p store.Plan, g plan.Gateway, old planEntry, hadOld bool, edit *plan.Edit) planEntry {
 	e := planEntry{Plan: p, plan: g, answers: &answers{}}
 	if hadOld && old.Generation < p.Generation {
 		prev := old.plan
 		e.prev, e.prevGen = &prev, old.Generation
-		e.answers.prev, e.answers.prevAnswers = &prev, old.answers
+		e.answers.prev, e.answers.prevAnswers, e.answers.edit = &prev, old.answers, edit
 	}
 	return e
 }
@@ -185,7 +186,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 	if !planned(ev) {
 		return next, topics, nil
 	}
-	computed, sums, err := computePlans(next)
+	computed, sums, edits, err := computePlans(cur, next)
 	if err != nil {
 		return nil, nil, fmt.Errorf("planning the stored state: %w", err)
 	}
@@ -205,7 +206,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 			continue
 		}
 		p.Sum = sums[p.Gateway]
-		next.plans[p.Gateway] = newEntry(p, g, old, had)
+		next.plans[p.Gateway] = newEntry(p, g, old, had, edits[p.Gateway])
 		topics = append(topics, planTopic(p.Gateway))
 	}
 	// Plans the event does not name keep their generation; their content
@@ -236,23 +237,39 @@ func planned(ev store.Event) bool {
 	return ev.Reset || ev.Spec != nil || len(ev.Gateways)+len(ev.Hosts)+len(ev.DeletedHosts)+len(ev.Plans) > 0
 }
 
-// computePlans computes every plan of st and their sums.
-func computePlans(st *state) (map[string]plan.Gateway, map[string]store.Hash, error) {
-	plans := map[string]plan.Gateway{}
-	sums := map[string]store.Hash{}
+// computePlans computes every plan of st and their sums, from the plans
+// of prev (the state before, whose plans are those of its spec and
+// inputs) where plan.Update can; edits holds, for the plans it edited,
+// what changed from prev's plan.
+func computePlans(prev, st *state) (plans map[string]plan.Gateway, sums map[string]store.Hash, edits map[string]*plan.Edit, err error) {
+	plans, sums, edits = map[string]plan.Gateway{}, map[string]store.Hash{}, map[string]*plan.Edit{}
 	if st.fed == nil {
-		return plans, sums, nil
+		return plans, sums, edits, nil
 	}
-	computed, err := plan.Compute(st.fed, inputs(st.gateways, st.hosts))
+	var computed []plan.Gateway
+	var changed []*plan.Edit
+	if prev != nil && prev.fed != nil {
+		before := make([]plan.Gateway, 0, len(prev.plans))
+		for _, e := range prev.plans {
+			before = append(before, e.plan)
+		}
+		computed, changed, err = plan.Update(prev.fed, inputs(prev.gateways, prev.hosts), before, st.fed, inputs(st.gateways, st.hosts))
+	} else {
+		computed, err = plan.Compute(st.fed, inputs(st.gateways, st.hosts))
+		changed = make([]*plan.Edit, len(computed))
+	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	hashes := make([]store.Hash, len(computed))
 	parallel(len(computed), func(i int) { hashes[i] = plandelta.Sum(computed[i]) })
 	for i, g := range computed {
 		plans[g.Name], sums[g.Name] = g, hashes[i]
+		if changed[i] != nil {
+			edits[g.Name] = changed[i]
+		}
 	}
-	return plans, sums, nil
+	return plans, sums, edits, nil
 }
 
 // parallel runs f(0) ... f(n-1) on every CPU.
@@ -382,6 +399,7 @@ func preview(u *update, cur *state) (result, error) {
 	}
 	var computed map[string]plan.Gateway
 	var sums map[string]store.Hash
+	edits := map[string]*plan.Edit{}
 	if samePlannerInputs(cur, next) {
 		// Nothing the planner reads changed (an enrollment with the key
 		// the spec already gives, a rotation request): the plans stay.
@@ -391,7 +409,7 @@ func preview(u *update, cur *state) (result, error) {
 		}
 	} else {
 		var err error
-		if computed, sums, err = computePlans(next); err != nil {
+		if computed, sums, edits, err = computePlans(cur, next); err != nil {
 			return res, &planError{err}
 		}
 		res.computed = true
@@ -409,7 +427,7 @@ func preview(u *update, cur *state) (result, error) {
 		if !ok || old.Sum != sums[name] {
 			res.affected = append(res.affected, name)
 		}
-		p := newEntry(store.Plan{Gateway: name, Generation: gen, Revision: next.rev.Number, Sum: sums[name]}, g, old, ok)
+		p := newEntry(store.Plan{Gateway: name, Generation: gen, Revision: next.rev.Number, Sum: sums[name]}, g, old, ok, edits[name])
 		plans[name] = p
 		u.change.Plans = append(u.change.Plans, p.Plan)
 	}

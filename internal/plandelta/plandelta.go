@@ -92,6 +92,30 @@ func DiffKeyed(old, new plan.Gateway, sum [sha256.Size]byte) Delta {
 	return d
 }
 
+// FromEdit returns the delta from old to new, whose Sum is sum, when new is
+// the plan plan.Update made from old with edit e: the entries e holds are
+// sent (some may be unchanged), the keys it drops are gone, and the remote
+// prefixes are compared. It costs the size of the edit, not of the plans'
+// lists (but for the remote prefixes), and checks nothing: Update's plans
+// are keyed when the plans before were.
+func FromEdit(old, new plan.Gateway, e plan.Edit, sum [sha256.Size]byte) Delta {
+	d := Delta{Head: head(new), Sum: hex.EncodeToString(sum[:]), Peers: e.Peers, Routes: e.Routes, Flows: e.Flows}
+	d.PeersGone = keys(e.PeersGone, peerKey)
+	d.RoutesGone = keys(e.RoutesGone, routeKey)
+	d.FlowsGone = keys(e.FlowsGone, flowKey)
+	d.Remote, d.RemoteGone = diffList(old.Firewall.Remote, new.Firewall.Remote, func(p netip.Prefix) netip.Prefix { return p }, comparePrefix, func(a, b netip.Prefix) bool { return a == b })
+	return d
+}
+
+// keys returns the keys of list, nil for none.
+func keys[T, K any](list []T, key func(T) K) []K {
+	var out []K
+	for _, x := range list {
+		out = append(out, key(x))
+	}
+	return out
+}
+
 // Apply rebuilds the plan d was made for from base, the plan d was made
 // from, and checks it against d's sum (ErrMismatch).
 func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {

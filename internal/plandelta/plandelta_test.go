@@ -90,38 +90,63 @@ func TestRoundTrip(t *testing.T) {
 		"nothing":         {base, plan.Inputs{}},
 	}
 	old := plans(t, base, plan.Inputs{})
+	oldList, err := plan.Compute(base, plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, c := range changes {
 		t.Run(name, func(t *testing.T) {
-			for gw, want := range plans(t, c.f, c.in) {
-				from, ok := old[gw]
+			updated, edits, err := plan.Update(base, plan.Inputs{}, oldList, c.f, c.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := 0
+			for i, want := range updated {
+				from, ok := old[want.Name]
 				if !ok {
 					continue
 				}
+				// A delta made by comparing the plans, and one from
+				// Update's edit.
 				d, ok := plandelta.Diff(from, want, plandelta.Sum(want))
 				if !ok {
-					t.Fatalf("%s: no delta", gw)
+					t.Fatalf("%s: no delta", want.Name)
 				}
-				wire, err := json.Marshal(d)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var back plandelta.Delta
-				if err := json.Unmarshal(wire, &back); err != nil {
-					t.Fatalf("%s: decoding the delta: %v", gw, err)
-				}
-				got, err := plandelta.Apply(from, back)
-				if err != nil {
-					t.Fatalf("%s: %v", gw, err)
-				}
-				if js(t, got) != js(t, want) {
-					t.Fatalf("%s: rebuilt plan differs:\n got %s\nwant %s", gw, js(t, got), js(t, want))
-				}
-				// Every plan but that of the changed site changes a little.
-				if full := len(js(t, want)); name != "network added" && gw != "g007" && len(wire) > full/3 {
-					t.Errorf("%s: delta of %d bytes for a plan of %d", gw, len(wire), full)
+				roundTrip(t, name, from, want, d)
+				if edits[i] != nil {
+					edited++
+					roundTrip(t, name+" (from the edit)", from, want, plandelta.FromEdit(from, want, *edits[i], plandelta.Sum(want)))
 				}
 			}
+			if edited == 0 && name != "nothing" {
+				t.Errorf("plan.Update edited no plan")
+			}
 		})
+	}
+}
+
+// roundTrip checks delta d from old to want over JSON.
+func roundTrip(t *testing.T, name string, from, want plan.Gateway, d plandelta.Delta) {
+	t.Helper()
+	gw := want.Name
+	wire, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back plandelta.Delta
+	if err := json.Unmarshal(wire, &back); err != nil {
+		t.Fatalf("%s: decoding the delta: %v", gw, err)
+	}
+	got, err := plandelta.Apply(from, back)
+	if err != nil {
+		t.Fatalf("%s: %v", gw, err)
+	}
+	if js(t, got) != js(t, want) {
+		t.Fatalf("%s: rebuilt plan differs:\n got %s\nwant %s", gw, js(t, got), js(t, want))
+	}
+	// Every plan but that of the changed site changes a little.
+	if full := len(js(t, want)); !strings.HasPrefix(name, "network added") && gw != "g007" && len(wire) > full/3 {
+		t.Errorf("%s: delta of %d bytes for a plan of %d", gw, len(wire), full)
 	}
 }
 
