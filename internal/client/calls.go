@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/plandelta"
 )
 
@@ -153,16 +154,32 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 		if !delta || out.Base != after {
 			return nil, false, fmt.Errorf("plan of %s: the manager sent a delta from generation %d, not from the plan of generation %d held here", gateway, out.Base, after)
 		}
-		g, err := plandelta.Apply(held.plan, *out.Delta)
+		var digest *plandelta.Digest
+		var g plan.Gateway
+		var err error
+		if out.Delta.SumVersion == plandelta.SumVersion {
+			if held.digest == nil {
+				d := plandelta.NewDigest(held.plan) // once per whole plan
+				held.digest = &d
+			}
+			var d plandelta.Digest
+			g, d, err = plandelta.ApplyDigest(held.plan, *held.digest, *out.Delta)
+			digest = &d
+		} else {
+			g, err = plandelta.Apply(held.plan, *out.Delta)
+		}
 		if err != nil {
 			// Not the base the manager meant: take the whole plan.
 			c.forget(gateway)
 			return c.WatchPlan(ctx, gateway, after, timeout)
 		}
 		out.Plan, out.Delta, out.Base = g, nil, 0
+		held.digest = digest
+	} else {
+		held.digest = nil
 	}
 	c.mu.Lock()
-	c.plans[gateway] = heldPlan{generation: out.Generation, plan: out.Plan}
+	c.plans[gateway] = heldPlan{generation: out.Generation, plan: out.Plan, digest: held.digest}
 	c.mu.Unlock()
 	return &out, true, nil
 }
@@ -185,6 +202,12 @@ func (c *Client) watch(ctx context.Context, path string, after int64, timeout ti
 		q.Set("timeout", formatDuration(timeout))
 	}
 	r := request{method: http.MethodGet, path: path, query: q}
+	if delta {
+		// Deltas with sums of version 2 (plandelta.SumVersion), which
+		// WatchPlan checks in the size of the delta; a manager that does
+		// not know the header sends sums of version 1.
+		r.header = http.Header{plandelta.SumHeader: {strconv.Itoa(plandelta.SumVersion)}}
+	}
 	r.timeout = c.timeout + max(timeout, 30*time.Second)
 	status, err := c.do(ctx, r, out)
 	if err != nil {

@@ -66,7 +66,7 @@ type answers struct {
 	// keyed).
 	prev            *plan.Gateway
 	prevAnswers     *answers
-	edit            *plan.Edit // what plan.Update changed from prev, if it made this version
+	made            *plandelta.Delta // the delta from prev, when the planning made it (plan.Update)
 	keyedOnce       sync.Once
 	keyedPlan       bool // plandelta.Keyed of this version
 	rotate          int
@@ -101,20 +101,21 @@ func (a *answers) delta(p planEntry, rotate int) ([]byte, []byte) {
 	a.reset(rotate)
 	if !a.deltaDone && a.prev != nil {
 		a.deltaDone = true
-		prev, before, edit := a.prev, a.prevAnswers, a.edit
-		a.prev, a.prevAnswers, a.edit = nil, nil, nil // the delta is all that is needed of them
+		prev, before, made := a.prev, a.prevAnswers, a.made
+		a.prev, a.prevAnswers, a.made = nil, nil, nil // the delta is all that is needed of them
 		var d plandelta.Delta
 		ok := true
 		switch {
-		case edit != nil:
-			// What plan.Update changed: no need to compare the lists.
-			d = plandelta.FromEdit(*prev, p.plan, *edit, p.Sum)
+		case made != nil:
+			// From what plan.Update changed: no need to compare the lists.
+			d = *made
 		default:
 			// Each version's lists are checked once: as the new plan of
 			// one delta and, remembered, as the base of the next.
 			prevKeyed := before != nil && before.keyed(*prev) || before == nil && plandelta.Keyed(*prev)
 			if ok = prevKeyed && a.keyed(p.plan); ok {
 				d = plandelta.DiffKeyed(*prev, p.plan, p.Sum)
+				d.SumVersion = plandelta.SumVersion // the manager's sums are Digest's
 			}
 		}
 		if ok {

@@ -32,10 +32,19 @@ func TestPlanDeltas(t *testing.T) {
 	}
 	path := gwPath(api.PathPlan, "gw-00")
 
-	r := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred})
+	sum2 := map[string]string{plandelta.SumHeader: "2"}
+	r := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred, header: sum2})
 	var d api.PlanResponse
 	if r.status != 200 || json.Unmarshal(r.body, &d) != nil || d.Delta == nil || d.Base != first.Generation || d.Generation != now.Generation {
 		t.Fatalf("watch with delta: %d %.300s", r.status, r.body)
+	}
+	if d.Delta.SumVersion != plandelta.SumVersion {
+		t.Errorf("the delta's sum is of version %d, want %d", d.Delta.SumVersion, plandelta.SumVersion)
+	}
+	// An agent that does not check sums of version 2 gets the whole plan.
+	old := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred})
+	if old.status != 200 || bytes.Contains(old.body, []byte(`"delta"`)) || !bytes.Contains(old.body, []byte(`"plan"`)) {
+		t.Errorf("a delta for a watch without %s: %d %.200s", plandelta.SumHeader, old.status, old.body)
 	}
 	full := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation), token: cred})
 	if bytes.Contains(full.body, []byte(`"delta"`)) || len(r.body)*5 > len(full.body) {
@@ -49,7 +58,7 @@ func TestPlanDeltas(t *testing.T) {
 		t.Errorf("the plan rebuilt from the delta differs from the manager's")
 	}
 	// A generation the manager holds no version of: the whole plan.
-	r = h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation-1) + "&delta=true", token: cred})
+	r = h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation-1) + "&delta=true", token: cred, header: sum2})
 	if r.status != 200 || bytes.Contains(r.body, []byte(`"delta"`)) || !bytes.Contains(r.body, []byte(`"plan"`)) {
 		t.Errorf("delta from an unknown generation: %d %.200s", r.status, r.body)
 	}

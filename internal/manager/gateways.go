@@ -12,6 +12,7 @@ import (
 
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/manager/store"
+	"github.com/fednet/fednet/internal/plandelta"
 	"github.com/fednet/fednet/internal/probe"
 	"github.com/fednet/fednet/internal/spec"
 )
@@ -38,7 +39,10 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 			return 0, nil, nil, noPlan(st, name)
 		}
 		return p.Generation, []string{planTopic(name)}, func() error {
-			return m.writePlan(w, r, p, st.gateways[name].RotateRequested, wp.delta && wp.hasAfter, wp.after)
+			// Deltas carry sums of version 2 (the store's): an agent that
+			// does not say it checks them gets whole plans.
+			sum2 := r.Header.Get(plandelta.SumHeader) == strconv.Itoa(plandelta.SumVersion)
+			return m.writePlan(w, r, p, st.gateways[name].RotateRequested, wp.delta && wp.hasAfter && sum2, wp.after)
 		}, nil
 	})
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -36,6 +37,9 @@ type state struct {
 type planEntry struct {
 	store.Plan
 	plan plan.Gateway
+	// digest is the plan's digest (its Sum is Plan.Sum), from which the
+	// next version's is made in the size of the change.
+	digest plandelta.Digest
 	// prevGen is the generation of the version before, which this
 	// manager held (0: none, as after a start); answers holds the delta
 	// from it. prev is that version until the delta is made (see
@@ -68,15 +72,15 @@ func encodeDeltas(st *state, names []string) {
 	}
 }
 
-// newEntry returns the entry of plan g stored as p, following old (the
-// entry before, if any); edit, when set, is what plan.Update changed from
-// old's plan to g (the delta is made from it).
-func newEntry(p store.Plan, g plan.Gateway, old planEntry, hadOld bool, edit *plan.Edit) planEntry {
-	e := planEntry{Plan: p, plan: g, answers: &answers{}}
+// newEntry returns the entry of plan c stored as p (p.Sum is c's),
+// following old (the entry before, if any); c.delta, when set, is the
+// delta from old's plan.
+func newEntry(p store.Plan, c computed, old planEntry, hadOld bool) planEntry {
+	e := planEntry{Plan: p, plan: c.plan, digest: c.digest, answers: &answers{}}
 	if hadOld && old.Generation < p.Generation {
 		prev := old.plan
 		e.prev, e.prevGen = &prev, old.Generation
-		e.answers.prev, e.answers.prevAnswers, e.answers.edit = &prev, old.answers, edit
+		e.answers.prev, e.answers.prevAnswers, e.answers.made = &prev, old.answers, c.delta
 	}
 	return e
 }
@@ -186,36 +190,36 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 	if !planned(ev) {
 		return next, topics, nil
 	}
-	computed, sums, edits, err := computePlans(cur, next)
+	plans, err := computePlans(cur, next)
 	if err != nil {
 		return nil, nil, fmt.Errorf("planning the stored state: %w", err)
 	}
 	var differ []string
 	for _, p := range ev.Plans {
-		g, ok := computed[p.Gateway]
+		c, ok := plans[p.Gateway]
 		if !ok {
 			differ = append(differ, p.Gateway)
 			continue
 		}
-		if p.Sum != sums[p.Gateway] {
+		if p.Sum != c.digest.Sum {
 			differ = append(differ, p.Gateway)
 		}
 		old, had := cur.plans[p.Gateway]
-		if ev.Reset && had && old.Generation == p.Generation && old.Sum == sums[p.Gateway] {
+		if ev.Reset && had && old.Generation == p.Generation && old.Sum == c.digest.Sum {
 			next.plans[p.Gateway] = old // unchanged: keep its version before
 			continue
 		}
-		p.Sum = sums[p.Gateway]
-		next.plans[p.Gateway] = newEntry(p, g, old, had, edits[p.Gateway])
+		p.Sum = c.digest.Sum
+		next.plans[p.Gateway] = newEntry(p, c, old, had)
 		topics = append(topics, planTopic(p.Gateway))
 	}
 	// Plans the event does not name keep their generation; their content
 	// is what this manager computes now (the same, unless managers of
 	// different versions share the store).
 	for name, e := range next.plans {
-		if g, ok := computed[name]; ok && e.Sum != sums[name] {
+		if c, ok := plans[name]; ok && e.Sum != c.digest.Sum {
 			differ = append(differ, name)
-			e.plan, e.Sum, e.answers = g, sums[name], &answers{}
+			e.plan, e.Sum, e.digest, e.answers = c.plan, c.digest.Sum, c.digest, &answers{}
 			next.plans[name] = e
 		}
 	}
@@ -237,39 +241,61 @@ func planned(ev store.Event) bool {
 	return ev.Reset || ev.Spec != nil || len(ev.Gateways)+len(ev.Hosts)+len(ev.DeletedHosts)+len(ev.Plans) > 0
 }
 
-// computePlans computes every plan of st and their sums, from the plans
+// computed is a plan computePlans made, with its digest, and the delta
+// from the plan before when plan.Update edited it.
+type computed struct {
+	plan   plan.Gateway
+	digest plandelta.Digest
+	delta  *plandelta.Delta
+}
+
+// computePlans computes every plan of st with its digest, from the plans
 // of prev (the state before, whose plans are those of its spec and
-// inputs) where plan.Update can; edits holds, for the plans it edited,
-// what changed from prev's plan.
-func computePlans(prev, st *state) (plans map[string]plan.Gateway, sums map[string]store.Hash, edits map[string]*plan.Edit, err error) {
-	plans, sums, edits = map[string]plan.Gateway{}, map[string]store.Hash{}, map[string]*plan.Edit{}
+// inputs) where plan.Update can: then the digest and the delta from prev's
+// plan are made from Update's edit, in the size of the change.
+func computePlans(prev, st *state) (map[string]computed, error) {
+	out := map[string]computed{}
 	if st.fed == nil {
-		return plans, sums, edits, nil
+		return out, nil
 	}
-	var computed []plan.Gateway
-	var changed []*plan.Edit
+	var plans []plan.Gateway
+	var edits []*plan.Edit
+	var err error
 	if prev != nil && prev.fed != nil {
 		before := make([]plan.Gateway, 0, len(prev.plans))
 		for _, e := range prev.plans {
 			before = append(before, e.plan)
 		}
-		computed, changed, err = plan.Update(prev.fed, inputs(prev.gateways, prev.hosts), before, st.fed, inputs(st.gateways, st.hosts))
+		plans, edits, err = plan.Update(prev.fed, inputs(prev.gateways, prev.hosts), before, st.fed, inputs(st.gateways, st.hosts))
 	} else {
-		computed, err = plan.Compute(st.fed, inputs(st.gateways, st.hosts))
-		changed = make([]*plan.Edit, len(computed))
+		plans, err = plan.Compute(st.fed, inputs(st.gateways, st.hosts))
+		edits = make([]*plan.Edit, len(plans))
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	hashes := make([]store.Hash, len(computed))
-	parallel(len(computed), func(i int) { hashes[i] = plandelta.Sum(computed[i]) })
-	for i, g := range computed {
-		plans[g.Name], sums[g.Name] = g, hashes[i]
-		if changed[i] != nil {
-			edits[g.Name] = changed[i]
+	made := make([]computed, len(plans))
+	parallel(len(plans), func(i int) {
+		g := plans[i]
+		made[i].plan = g
+		var old planEntry
+		ok := false
+		if prev != nil {
+			old, ok = prev.plans[g.Name]
 		}
+		if edits[i] == nil || !ok {
+			made[i].digest = plandelta.NewDigest(g)
+			return
+		}
+		d := plandelta.FromEdit(old.plan, g, *edits[i], [32]byte{})
+		made[i].digest = old.digest.Edited(old.plan, g, d)
+		d.Sum, d.SumVersion = hex.EncodeToString(made[i].digest.Sum[:]), plandelta.SumVersion
+		made[i].delta = &d
+	})
+	for _, c := range made {
+		out[c.plan.Name] = c
 	}
-	return plans, sums, edits, nil
+	return out, nil
 }
 
 // parallel runs f(0) ... f(n-1) on every CPU.
@@ -397,37 +423,38 @@ func preview(u *update, cur *state) (result, error) {
 	for name, p := range cur.plans {
 		res.old[name] = p.plan
 	}
-	var computed map[string]plan.Gateway
-	var sums map[string]store.Hash
-	edits := map[string]*plan.Edit{}
+	var made map[string]computed
 	if samePlannerInputs(cur, next) {
 		// Nothing the planner reads changed (an enrollment with the key
 		// the spec already gives, a rotation request): the plans stay.
-		computed, sums = map[string]plan.Gateway{}, map[string]store.Hash{}
+		made = map[string]computed{}
 		for name, p := range cur.plans {
-			computed[name], sums[name] = p.plan, p.Sum
+			made[name] = computed{plan: p.plan, digest: p.digest}
 		}
 	} else {
 		var err error
-		if computed, sums, edits, err = computePlans(cur, next); err != nil {
+		if made, err = computePlans(cur, next); err != nil {
 			return res, &planError{err}
 		}
 		res.computed = true
 	}
 	gen := cur.gen + 1
 	plans := map[string]planEntry{}
-	for _, name := range slices.Sorted(maps.Keys(computed)) {
-		g := computed[name]
-		res.new[name] = g
+	for _, name := range slices.Sorted(maps.Keys(made)) {
+		c := made[name]
+		res.new[name] = c.plan
 		old, ok := cur.plans[name]
-		if ok && old.Sum == sums[name] && !u.bump[name] {
+		if ok && old.Sum == c.digest.Sum && !u.bump[name] {
 			plans[name] = old
 			continue
 		}
-		if !ok || old.Sum != sums[name] {
+		if !ok || old.Sum != c.digest.Sum {
 			res.affected = append(res.affected, name)
 		}
-		p := newEntry(store.Plan{Gateway: name, Generation: gen, Revision: next.rev.Number, Sum: sums[name]}, g, old, ok, edits[name])
+		if old.Sum == c.digest.Sum {
+			c.delta = nil // a rotation request: the delta is made when asked
+		}
+		p := newEntry(store.Plan{Gateway: name, Generation: gen, Revision: next.rev.Number, Sum: c.digest.Sum}, c, old, ok)
 		plans[name] = p
 		u.change.Plans = append(u.change.Plans, p.Plan)
 	}

@@ -144,6 +144,21 @@ func roundTrip(t *testing.T, name string, from, want plan.Gateway, d plandelta.D
 	if js(t, got) != js(t, want) {
 		t.Fatalf("%s: rebuilt plan differs:\n got %s\nwant %s", gw, js(t, got), js(t, want))
 	}
+	// The same delta with a sum of version 2: the digest made from the
+	// base's and the delta is the new plan's, and ApplyDigest rebuilds it.
+	dg := plandelta.NewDigest(from).Edited(from, want, d)
+	if dg != plandelta.NewDigest(want) {
+		t.Fatalf("%s: the digest updated by the delta differs from the new plan's", gw)
+	}
+	d2 := back
+	d2.Sum, d2.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
+	got2, dg2, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), d2)
+	if err != nil || js(t, got2) != js(t, want) || dg2 != dg {
+		t.Fatalf("%s: ApplyDigest: %v (plan equal: %v, digest equal: %v)", gw, err, err == nil && js(t, got2) == js(t, want), dg2 == dg)
+	}
+	if got3, err := plandelta.Apply(from, d2); err != nil || js(t, got3) != js(t, want) {
+		t.Fatalf("%s: Apply of a delta with a sum of version 2: %v", gw, err)
+	}
 	// Every plan but that of the changed site changes a little.
 	if full := len(js(t, want)); !strings.HasPrefix(name, "network added") && gw != "g007" && len(wire) > full/3 {
 		t.Errorf("%s: delta of %d bytes for a plan of %d", gw, len(wire), full)
@@ -168,6 +183,22 @@ func TestApplyWrongBase(t *testing.T) {
 	if _, err := plandelta.Apply(a["g002"], d); !errors.Is(err, plandelta.ErrMismatch) {
 		t.Errorf("Apply on another gateway's plan = %v, want ErrMismatch", err)
 	}
+	// The same with sums of version 2.
+	d.Sum, d.SumVersion = fmt.Sprintf("%x", plandelta.NewDigest(b["g001"]).Sum), plandelta.SumVersion
+	if _, _, err := plandelta.ApplyDigest(a["g001"], plandelta.NewDigest(a["g001"]), d); err != nil {
+		t.Fatalf("ApplyDigest on the right base: %v", err)
+	}
+	if _, _, err := plandelta.ApplyDigest(other, plandelta.NewDigest(other), d); !errors.Is(err, plandelta.ErrMismatch) {
+		t.Errorf("ApplyDigest on another base = %v, want ErrMismatch", err)
+	}
+	if _, _, err := plandelta.ApplyDigest(a["g001"], plandelta.NewDigest(other), d); !errors.Is(err, plandelta.ErrMismatch) {
+		t.Errorf("ApplyDigest with another base's digest = %v, want ErrMismatch", err)
+	}
+	bad := d
+	bad.PeersGone = append(slices.Clone(d.PeersGone), d.Peers[0].Gateway)
+	if _, _, err := plandelta.ApplyDigest(a["g001"], plandelta.NewDigest(a["g001"]), bad); !errors.Is(err, plandelta.ErrMismatch) {
+		t.Errorf("ApplyDigest of a delta that sets and drops one peer = %v, want ErrMismatch", err)
+	}
 }
 
 // TestSumCoversEveryField changes every field of a plan's list entries,
@@ -175,7 +206,7 @@ func TestApplyWrongBase(t *testing.T) {
 // types fails here until Sum encodes it.
 func TestSumCoversEveryField(t *testing.T) {
 	g := plans(t, federation(t, 4, nil, ""), plan.Inputs{})["g000"]
-	sum := plandelta.Sum(g)
+	sum, digest := plandelta.Sum(g), plandelta.NewDigest(g).Sum
 	targets := map[string]func(plan.Gateway) reflect.Value{
 		"Peer":   func(g plan.Gateway) reflect.Value { return reflect.ValueOf(&g.Peers[0]).Elem() },
 		"Route":  func(g plan.Gateway) reflect.Value { return reflect.ValueOf(&g.Routes[0]).Elem() },
@@ -225,6 +256,9 @@ func TestSumCoversEveryField(t *testing.T) {
 			if plandelta.Sum(c) == sum {
 				t.Errorf("changing %s%s does not change the sum: Sum must encode it", name, path)
 			}
+			if plandelta.NewDigest(c).Sum == digest {
+				t.Errorf("changing %s%s does not change the digest: NewDigest must encode it", name, path)
+			}
 		}
 		walk("", target)
 	}
@@ -233,6 +267,9 @@ func TestSumCoversEveryField(t *testing.T) {
 	c.LAN.Active = !c.LAN.Active
 	if plandelta.Sum(c) == sum {
 		t.Error("changing LAN.Active does not change the sum")
+	}
+	if plandelta.NewDigest(c).Sum == digest {
+		t.Error("changing LAN.Active does not change the digest")
 	}
 }
 
@@ -266,6 +303,20 @@ func BenchmarkSumDiffApply(b *testing.B) {
 	b.Run("Apply", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := plandelta.Apply(old, d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Digest", func(b *testing.B) {
+		for b.Loop() {
+			plandelta.NewDigest(new)
+		}
+	})
+	d.Sum, d.SumVersion = fmt.Sprintf("%x", plandelta.NewDigest(new).Sum), plandelta.SumVersion
+	od := plandelta.NewDigest(old)
+	b.Run("ApplyDigest", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := plandelta.ApplyDigest(old, od, d); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,0 +1,194 @@
+package plandelta
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fednet/fednet/internal/plan"
+)
+
+// SumVersion is the version of the sum Digest makes, which deltas carry
+// (Delta.SumVersion). Version 1 (Sum) hashes a plan's lists entry by entry
+// in order: checking a delta costs the whole plan. Version 2 hashes each
+// entry on its own and adds the hashes of a list together, so that a delta
+// changes a list's digest by the entries it sets and drops: a manager and
+// an agent that hold a plan's Digest check the next plan in the size of
+// the delta. An agent says it takes version 2 with the request header
+// SumHeader; an older agent gets whole plans.
+const SumVersion = 2
+
+// SumHeader is the request header with which a plan watch asks for deltas
+// carrying sums of version SumVersion ("2").
+const SumHeader = "Fednet-Plan-Sum"
+
+// Digest is the sum of version 2 of a plan with what updating it needs:
+// per long list (peers, routes, flows, remote prefixes) the sum, modulo
+// 2^64, of the 64-bit xxHash of each entry's binary form (that of Sum);
+// Sum is SHA-256 over the version, the plan's head as JSON, and each
+// list's length and digest. It detects a delta applied to the wrong base
+// or rebuilt wrongly (a chance of 2^-64 per list to miss), not forgery:
+// the manager is authenticated by TLS.
+type Digest struct {
+	Lists [4]uint64
+	Sum   [sha256.Size]byte
+}
+
+// The lists of a plan, in Digest.Lists.
+const (
+	listPeers = iota
+	listRoutes
+	listFlows
+	listRemote
+)
+
+// NewDigest returns the digest of g, hashing every entry.
+func NewDigest(g plan.Gateway) Digest {
+	var d Digest
+	var buf []byte
+	for _, p := range g.Peers {
+		d.Lists[listPeers] += hashOf(&buf, p, appendPeer)
+	}
+	for _, r := range g.Routes {
+		d.Lists[listRoutes] += hashOf(&buf, r, appendRoute)
+	}
+	for _, f := range g.Firewall.Flows {
+		d.Lists[listFlows] += hashOf(&buf, f, appendFlow)
+	}
+	for _, p := range g.Firewall.Remote {
+		d.Lists[listRemote] += hashOf(&buf, p, appendPrefix)
+	}
+	d.Sum = digestSum(g, d.Lists)
+	return d
+}
+
+// hashOf is the xxHash of x's binary form, encoded into *buf.
+func hashOf[T any](buf *[]byte, x T, enc func([]byte, T) []byte) uint64 {
+	*buf = enc((*buf)[:0], x)
+	return xxhash.Sum64(*buf)
+}
+
+// digestSum is Digest.Sum of g with the list digests lists.
+func digestSum(g plan.Gateway, lists [4]uint64) [sha256.Size]byte {
+	js, err := json.Marshal(head(g))
+	if err != nil {
+		js = []byte("unencodable: " + err.Error()) // as sumOf
+	}
+	b := make([]byte, 0, len(js)+96)
+	b = append(b, "fednet plan sum 2\n"...)
+	b = appendBytes(b, js)
+	for i, n := range []int{len(g.Peers), len(g.Routes), len(g.Firewall.Flows), len(g.Firewall.Remote)} {
+		b = binary.AppendUvarint(b, uint64(n))
+		b = binary.LittleEndian.AppendUint64(b, lists[i])
+	}
+	return sha256.Sum256(b)
+}
+
+// Edited returns the digest of new, which d's plan old became by setting
+// and dropping entries of its lists as delta e says (the entries of new
+// it sets, the keys of old it drops; Remote and RemoteGone included; Head
+// and Sum are not read). It hashes only the entries named, finding old's
+// by key.
+func (d Digest) Edited(old, new plan.Gateway, e Delta) Digest {
+	var buf []byte
+	out := d
+	out.Lists[listPeers] = editList(&buf, out.Lists[listPeers], old.Peers, e.Peers, e.PeersGone, peerKey, comparePeerKey, appendPeer)
+	out.Lists[listRoutes] = editList(&buf, out.Lists[listRoutes], old.Routes, e.Routes, e.RoutesGone, routeKey, comparePrefix, appendRoute)
+	out.Lists[listFlows] = editList(&buf, out.Lists[listFlows], old.Firewall.Flows, e.Flows, e.FlowsGone, flowKey, compareFlowKey, appendFlow)
+	out.Lists[listRemote] = editList(&buf, out.Lists[listRemote], old.Firewall.Remote, e.Remote, e.RemoteGone, prefixKey, comparePrefix, appendPrefix)
+	out.Sum = digestSum(new, out.Lists)
+	return out
+}
+
+// editList updates the digest sum of list old (sorted by key) for the
+// entries set (replacing those of old with their key) and the keys gone.
+func editList[T, K any](buf *[]byte, sum uint64, old, set []T, gone []K, key func(T) K, compare func(a, b K) int, enc func([]byte, T) []byte) uint64 {
+	find := func(k K) (int, bool) {
+		return slices.BinarySearchFunc(old, k, func(x T, k K) int { return compare(key(x), k) })
+	}
+	for _, k := range gone {
+		if i, ok := find(k); ok {
+			sum -= hashOf(buf, old[i], enc)
+		}
+	}
+	for _, x := range set {
+		if i, ok := find(key(x)); ok {
+			sum -= hashOf(buf, old[i], enc)
+		}
+		sum += hashOf(buf, x, enc)
+	}
+	return sum
+}
+
+// ApplyDigest is Apply for a delta of sum version 2 to a base whose digest
+// the caller holds (from NewDigest or an earlier ApplyDigest): it checks
+// the rebuilt plan against d's sum from the digest, in the size of the
+// delta (but for copying the lists), and returns the new plan's digest.
+// The base must be keyed (as every plan Apply or plan.Compute returns).
+// A delta of sum version 1 is checked as Apply does, and the digest
+// returned is computed whole.
+func ApplyDigest(base plan.Gateway, bd Digest, d Delta) (plan.Gateway, Digest, error) {
+	if d.SumVersion != SumVersion {
+		g, err := Apply(base, d)
+		if err != nil {
+			return g, Digest{}, err
+		}
+		return g, NewDigest(g), nil
+	}
+	if err := d.wellFormed(); err != nil {
+		return plan.Gateway{}, Digest{}, err
+	}
+	g := rebuild(base, d)
+	nd := bd.Edited(base, g, d)
+	if fmt.Sprintf("%x", nd.Sum) != d.Sum {
+		return plan.Gateway{}, Digest{}, ErrMismatch
+	}
+	return g, nd, nil
+}
+
+// wellFormed checks that each list of d sets a key at most once and never
+// both sets and drops one (which the digest's update assumes).
+func (d Delta) wellFormed() error {
+	if !setAndGone(d.Peers, d.PeersGone, peerKey, comparePeerKey) || !setAndGone(d.Routes, d.RoutesGone, routeKey, comparePrefix) ||
+		!setAndGone(d.Flows, d.FlowsGone, flowKey, compareFlowKey) || !setAndGone(d.Remote, d.RemoteGone, prefixKey, comparePrefix) {
+		return fmt.Errorf("%w: the delta names an entry twice", ErrMismatch)
+	}
+	return nil
+}
+
+// setAndGone reports whether the keys of set and gone are all different.
+func setAndGone[T, K any](set []T, gone []K, key func(T) K, compare func(a, b K) int) bool {
+	keys := make([]K, 0, len(set)+len(gone))
+	for _, x := range set {
+		keys = append(keys, key(x))
+	}
+	keys = append(keys, gone...)
+	slices.SortFunc(keys, compare)
+	for i := 1; i < len(keys); i++ {
+		if compare(keys[i-1], keys[i]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func prefixKey(p netip.Prefix) netip.Prefix { return p }
+
+// appendRoute encodes every field of a route.
+func appendRoute(b []byte, r plan.Route) []byte {
+	b = appendPrefix(b, r.Destination)
+	b = appendString(b, r.Device)
+	return appendString(b, r.Via)
+}
+
+// appendFlow encodes every field of a flow.
+func appendFlow(b []byte, f plan.Flow) []byte {
+	b = appendString(b, f.Network)
+	b = appendPrefix(b, f.Source)
+	return appendPrefix(b, f.Destination)
+}
