@@ -18,7 +18,7 @@ const module = "github.com/fednet/fednet"
 // exactly one of production, labCode, testHelper and wiring.
 var (
 	// labCode builds and measures testbeds; only the CLI links it.
-	labCode = within(module+"/internal/lab", module+"/internal/demo", module+"/internal/bench", module+"/internal/abw/abwlab")
+	labCode = within(module+"/internal/lab", module+"/internal/demo", module+"/internal/faults", module+"/internal/bench", module+"/internal/abw/abwlab")
 	// wiring is the binary's main and the subcommands: the one place that
 	// joins production code to lab code.
 	wiring = within(module+"/cmd/fednet", module+"/internal/cli")
@@ -70,7 +70,7 @@ type edgeRule struct {
 // forbidden is the dependency rule of DESIGN.md as a table.
 var forbidden = []edgeRule{
 	{
-		fromName: "production packages", from: production, toName: "lab code (lab, demo, bench, abwlab)", to: labCode,
+		fromName: "production packages", from: production, toName: "lab code (lab, demo, faults, bench, abwlab)", to: labCode,
 		why: "the agent and the manager never link the testbeds; only internal/cli joins them",
 	},
 	{
@@ -272,7 +272,7 @@ func TestViolationsNameTheChain(t *testing.T) {
 	}
 	got := g.violations(forbidden, []string{m("internal/agent"), m("internal/manager")})
 	want := []string{
-		"forbidden edge internal/abw -> internal/lab (production packages must not depend on lab code (lab, demo, bench, abwlab): " + forbidden[0].why +
+		"forbidden edge internal/abw -> internal/lab (production packages must not depend on lab code (lab, demo, faults, bench, abwlab): " + forbidden[0].why +
 			"); import chain: internal/agent -> internal/probe -> internal/abw -> internal/lab, and 3 more of the production packages through the same edge",
 		"forbidden edge internal/lab -> github.com/google/gopacket (production packages must not depend on gopacket: " + forbidden[1].why +
 			"); import chain: internal/agent -> internal/probe -> internal/abw -> internal/lab -> github.com/google/gopacket, and 3 more of the production packages through the same edge",

@@ -17,6 +17,9 @@ import (
 
 // Config configures a static-mode agent: the loop over a FileSource.
 type Config struct {
+	// HA configures failover (docs/resilience.md); it acts only on plans
+	// that carry their Local inputs (the manager's).
+	HA HAConfig
 	// PlanFile is a plan in the JSON form of `fednet plan -o json`.
 	PlanFile string
 	// Dataplane applies plans to this machine.
@@ -59,7 +62,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	loop, err := NewLoop(LoopConfig{
-		Source: src, Dataplane: cfg.Dataplane, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
+		Source: newHASource(src, cfg.HA, cfg.Metrics, cfg.Logf), Dataplane: cfg.Dataplane, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
 		Metrics: cfg.Metrics, Logf: cfg.Logf,
 	})
 	if err != nil {

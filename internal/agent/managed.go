@@ -32,6 +32,8 @@ const (
 // manager, then watches and applies the plan the manager computes for its
 // gateway.
 type ManagedConfig struct {
+	// HA configures failover (docs/resilience.md); on unless HA.Off.
+	HA HAConfig
 	// DataDir holds the agent's state (see KeyFile, CredentialFile,
 	// PlanFile); created with mode 0700. Required.
 	DataDir string
@@ -116,7 +118,7 @@ func RunManaged(ctx context.Context, cfg ManagedConfig) error {
 	}
 	defer unlock()
 	loop, err := NewLoop(LoopConfig{
-		Source: s, Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
+		Source: newHASource(s, cfg.HA, cfg.Metrics, s.logf), Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
 		Metrics: cfg.Metrics, LinkChanged: s.poke, Logf: s.logf,
 	})
 	if err != nil {
@@ -278,7 +280,8 @@ func (s *managerSource) Run(ctx context.Context, deliver Deliver) error {
 	if c := s.cached; c != nil && c.Plan.Name != cred.Gateway {
 		s.logf("warning: the cached plan is for gateway %s, but this agent is %s; it will be replaced", c.Plan.Name, cred.Gateway)
 	}
-	cl, err := client.New(client.Config{URLs: cred.URLs(), Token: cred.Credential, CAFingerprint: cred.CAFingerprint, Timeout: s.cfg.RequestTimeout})
+	// An agent that does not fail over has no use for the plans' Local.
+	cl, err := client.New(client.Config{URLs: cred.URLs(), Token: cred.Credential, CAFingerprint: cred.CAFingerprint, Timeout: s.cfg.RequestTimeout, NoLocal: s.cfg.HA.Off})
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.dir.path(CredentialFile), err)
 	}
@@ -388,7 +391,9 @@ func (s *managerSource) watch(ctx context.Context, deliver Deliver) error {
 	s.mu.Lock()
 	gw, cl := s.cred.Gateway, s.cl
 	var after int64
-	if s.current != nil && s.current.Plan.Name == gw {
+	// A plan held without its Local (cached by an agent that predates
+	// Local, or ran with failover off) is taken again whole, with it.
+	if s.current != nil && s.current.Plan.Name == gw && (s.current.Plan.Local != nil || s.cfg.HA.Off) {
 		after = s.current.Generation
 	}
 	s.mu.Unlock()

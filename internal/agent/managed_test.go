@@ -417,6 +417,42 @@ func TestManagedRestartWithoutManager(t *testing.T) {
 	eventually(t, "the recovery logged", func() bool { return b.logs.has("works again") })
 }
 
+// TestManagedTakesLocalOverABarePlan: the plans an agent gets carry their
+// Local; an agent that starts with a cached plan without it (cached by an
+// agent that predates Local) takes the whole plan again at once, Local
+// included, rather than waiting for the next change.
+func TestManagedTakesLocalOverABarePlan(t *testing.T) {
+	f := realFed(t)
+	dir := t.TempDir()
+	first := &dataplanes{}
+	a := startAgent(t, agent.ManagedConfig{DataDir: dir, JoinToken: f.token(t, "aws-gw"), NewDataplane: first.new})
+	eventually(t, "the plan cached with its Local", func() bool {
+		p, err := agent.LoadCachedPlan(dir)
+		return err == nil && p.Plan.Local != nil
+	})
+	if err := a.stop(t); err != nil {
+		t.Fatalf("Run returned %v after cancel", err)
+	}
+	p, err := agent.LoadCachedPlan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Plan.Local = nil
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, agent.PlanFile), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second := &dataplanes{}
+	startAgent(t, agent.ManagedConfig{DataDir: dir, NewDataplane: second.new})
+	eventually(t, "the plan taken again with its Local", func() bool {
+		c, err := agent.LoadCachedPlan(dir)
+		return err == nil && c.Plan.Local != nil && c.Generation == p.Generation
+	})
+}
+
 func TestManagedRemovedGatewayStops(t *testing.T) {
 	f := realFed(t)
 	dps := &dataplanes{}

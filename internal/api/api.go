@@ -37,6 +37,19 @@ const (
 	MaxRequestBytes = 1 << 20                   // request bodies above this get 413
 )
 
+// Plan features. A plan watch announces in the HeaderPlanFeatures request
+// header (a comma-separated list) the parts of a plan the agent takes
+// beyond those every agent takes; the manager leaves out of its answers
+// what the request does not announce, so that an older agent gets the
+// plans, deltas and sums it always got.
+const (
+	HeaderPlanFeatures = "Fednet-Plan-Features"
+	// PlanFeatureLocal: the plan's local inputs (plan.Gateway.Local, what
+	// the agent plans failures with) and, in deltas, their change
+	// (plandelta.LocalDelta).
+	PlanFeatureLocal = "local"
+)
+
 // Authentication: every call but enrollment and /openapi.yaml carries
 // "Authorization: Bearer <token>": the admin token (file admin.token in the
 // manager's data directory) for operator calls, a gateway's credential

@@ -27,6 +27,7 @@ func newAgentCmd() *cobra.Command {
 	var planFile, keyFile, wgMode string
 	var once, down bool
 	var resync time.Duration
+	var haCfg agent.HAConfig
 	var metricsListen string
 	var m managedFlags
 	cmd := &cobra.Command{
@@ -104,6 +105,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if m.dataDir != "" {
+				m.ha = haCfg
 				return runManagedAgent(cmd, m, wgMode, resync, once, down, planFile, keyFile, metricsListen)
 			}
 			if m.token != "" || m.tokenFile != "" || m.manager != "" || m.endpoint != "" {
@@ -133,7 +135,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 			if err != nil {
 				return err
 			}
-			cfg := agent.Config{PlanFile: planFile, Dataplane: dp, Resync: resync, Logf: logger.Printf}
+			cfg := agent.Config{PlanFile: planFile, Dataplane: dp, Resync: resync, Logf: logger.Printf, HA: haCfg}
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
 			switch {
@@ -188,6 +190,9 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 	cmd.Flags().StringVar(&m.endpoint, "endpoint", "", "managed mode: this gateway's public HOST:PORT, sent at enrollment for the record only: the manager shows it and warns when it differs from the spec's; peers always use the spec's gateways[].endpoint")
 	cmd.Flags().DurationVar(&m.bandwidthInterval, "bandwidth-interval", 0, "estimate every link's available bandwidth this often (e.g. 10m, jittered ±20%; at least 1m); 0 turns the schedule off")
 	cmd.Flags().DurationVar(&m.statusInterval, "status-interval", agent.DefaultStatusInterval, "managed mode: how often to report status to the manager")
+	cmd.Flags().BoolVar(&haCfg.Off, "no-failover", false, "do not elect the site's active gateway nor reroute around failed links and gateways (docs/resilience.md)")
+	cmd.Flags().DurationVar(&haCfg.Interval, "failover-interval", 0, "interval of the failover echoes (default 50ms; a failure is seen after 6 missed)")
+	cmd.Flags().DurationVar(&haCfg.HoldDown, "hold-down", 0, "how long a failed link or gateway must answer again before traffic moves back (default 10s)")
 	cmd.MarkFlagsMutuallyExclusive("once", "down")
 	cmd.MarkFlagsMutuallyExclusive("plan", "data-dir")
 	cmd.MarkFlagsMutuallyExclusive("token", "token-file")
@@ -198,6 +203,7 @@ agent restarts never drop a tunnel. Force one with --wireguard.`,
 type managedFlags struct {
 	dataDir, token, tokenFile, manager, endpoint string
 	statusInterval                               time.Duration
+	ha                                           agent.HAConfig
 	// bandwidthInterval schedules available-bandwidth estimates (both
 	// modes).
 	bandwidthInterval time.Duration
@@ -284,6 +290,7 @@ func runManagedAgent(cmd *cobra.Command, m managedFlags, wgMode string, resync t
 		},
 		StatusInterval: m.statusInterval,
 		Resync:         resync,
+		HA:             m.ha,
 		Logf:           logger.Printf,
 	})
 }

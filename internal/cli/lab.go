@@ -29,7 +29,7 @@ Every namespace is named fnlab-<name>-..., so "fednet lab down" finds and
 removes everything, also after a crash. The lab never changes the addresses or
 routes of this machine itself. It needs root.`,
 	}
-	cmd.AddCommand(newLabUpCmd(), newLabDownCmd(), newLabStatusCmd(), newLabExecCmd(), newLabDemoCmd(), newLabImpairCmd())
+	cmd.AddCommand(newLabUpCmd(), newLabDownCmd(), newLabStatusCmd(), newLabExecCmd(), newLabDemoCmd(), newLabImpairCmd(), newLabFaultsCmd())
 	return cmd
 }
 

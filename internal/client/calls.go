@@ -139,14 +139,23 @@ func (c *Client) Enroll(ctx context.Context, secret string, req api.EnrollReques
 // When the client returned the plan of generation after before (to this
 // caller or another), it asks for a delta from it (unless Config.NoDeltas)
 // and returns the whole plan it rebuilds; if that does not match the
-// manager's sum it asks again for the whole plan.
+// manager's sum it asks again for the whole plan. Plans come with their
+// Local (plan.Gateway.Local) unless Config.NoLocal; a manager that
+// predates Local sends none.
 func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, timeout time.Duration) (resp *api.PlanResponse, changed bool, err error) {
 	c.mu.Lock()
 	held, ok := c.plans[gateway]
 	c.mu.Unlock()
 	delta := ok && held.generation == after && !c.noDeltas
 	var out api.PlanResponse
-	changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, delta, &out)
+	// Deltas with sums of version 2 (plandelta.SumVersion), which are
+	// checked in the size of the delta; a manager that does not know the
+	// header sends sums of version 1.
+	features := http.Header{plandelta.SumHeader: {strconv.Itoa(plandelta.SumVersion)}}
+	if !c.noLocal {
+		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal)
+	}
+	changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, delta, features, &out)
 	if !changed || err != nil {
 		return nil, false, err
 	}
@@ -158,13 +167,17 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 		var g plan.Gateway
 		var err error
 		if out.Delta.SumVersion == plandelta.SumVersion {
-			if held.digest == nil {
+			if held.digest == nil && plandelta.Keyed(held.plan) {
 				d := plandelta.NewDigest(held.plan) // once per whole plan
 				held.digest = &d
 			}
-			var d plandelta.Digest
-			g, d, err = plandelta.ApplyDigest(held.plan, *held.digest, *out.Delta)
-			digest = &d
+			if held.digest == nil {
+				err = fmt.Errorf("%w: the plan held is not sorted by key", plandelta.ErrMismatch)
+			} else {
+				var d plandelta.Digest
+				g, d, err = plandelta.ApplyDigest(held.plan, *held.digest, *out.Delta)
+				digest = &d
+			}
 		} else {
 			g, err = plandelta.Apply(held.plan, *out.Delta)
 		}
@@ -191,9 +204,10 @@ func (c *Client) forget(gateway string) {
 	c.mu.Unlock()
 }
 
-// watch long-polls path with ?after and ?timeout, decoding a 200 answer
-// into out; changed is false when the manager answered 204.
-func (c *Client) watch(ctx context.Context, path string, after int64, timeout time.Duration, delta bool, out any) (changed bool, err error) {
+// watch long-polls path with ?after and ?timeout and the request header
+// given, decoding a 200 answer into out; changed is false when the manager
+// answered 204.
+func (c *Client) watch(ctx context.Context, path string, after int64, timeout time.Duration, delta bool, header http.Header, out any) (changed bool, err error) {
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
 	if delta {
 		q.Set("delta", "true")
@@ -201,13 +215,7 @@ func (c *Client) watch(ctx context.Context, path string, after int64, timeout ti
 	if timeout > 0 {
 		q.Set("timeout", formatDuration(timeout))
 	}
-	r := request{method: http.MethodGet, path: path, query: q}
-	if delta {
-		// Deltas with sums of version 2 (plandelta.SumVersion), which
-		// WatchPlan checks in the size of the delta; a manager that does
-		// not know the header sends sums of version 1.
-		r.header = http.Header{plandelta.SumHeader: {strconv.Itoa(plandelta.SumVersion)}}
-	}
+	r := request{method: http.MethodGet, path: path, query: q, header: header}
 	r.timeout = c.timeout + max(timeout, 30*time.Second)
 	status, err := c.do(ctx, r, out)
 	if err != nil {
@@ -305,7 +313,7 @@ func (c *Client) JoinHost(ctx context.Context, secret string, req api.HostJoinRe
 // credential), like WatchPlan.
 func (c *Client) WatchHostTunnel(ctx context.Context, host string, after int64, timeout time.Duration) (resp *api.HostTunnelResponse, changed bool, err error) {
 	var out api.HostTunnelResponse
-	if changed, err = c.watch(ctx, gatewayPath(api.PathHostTunnel, host), after, timeout, false, &out); !changed {
+	if changed, err = c.watch(ctx, gatewayPath(api.PathHostTunnel, host), after, timeout, false, nil, &out); !changed {
 		return nil, false, err
 	}
 	return &out, true, nil

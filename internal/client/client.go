@@ -84,6 +84,10 @@ type Config struct {
 	// NoCompression makes requests without Accept-Encoding: gzip (to
 	// measure what compression saves).
 	NoCompression bool
+	// NoLocal makes plan watches not announce api.PlanFeatureLocal, so
+	// that the plans come without their Local, as to an agent that does
+	// not plan failures itself (or predates Local).
+	NoLocal bool
 }
 
 // Client calls the manager's API. Methods are safe for concurrent use and
@@ -94,6 +98,7 @@ type Client struct {
 	token     string
 	timeout   time.Duration
 	noDeltas  bool
+	noLocal   bool
 
 	mu    sync.Mutex          // guards plans
 	plans map[string]heldPlan // by gateway: the last plan a watch returned
@@ -141,7 +146,7 @@ func New(cfg Config) (*Client, error) {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	c := &Client{token: cfg.Token, timeout: timeout, noDeltas: cfg.NoDeltas, plans: map[string]heldPlan{}}
+	c := &Client{token: cfg.Token, timeout: timeout, noDeltas: cfg.NoDeltas, noLocal: cfg.NoLocal, plans: map[string]heldPlan{}}
 	seen := map[string]bool{}
 	for _, raw := range urls {
 		base, err := ParseURL(raw)

@@ -140,6 +140,11 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 			m.Settle(ctx, t, peersOf(p, t.Backend), done[t.Backend])
 		}
 	}
+	// The virtual address last: a gateway takes the site's hosts once it
+	// forwards for them.
+	vc, err := syncVirtual(p)
+	changes = append(changes, vc...)
+	errs = append(errs, err)
 	return changes, errors.Join(errs...)
 }
 
@@ -163,8 +168,8 @@ func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, er
 		return nil, err
 	}
 	ops, downErr := down(cur, d.reg, kernelL2{})
-	errs := []error{downErr}
-	var changes []Change
+	changes, vipErr := releaseVirtual(p)
+	errs := []error{downErr, vipErr}
 	for _, o := range ops {
 		c, err := o.(linuxOp).exec(ctx, d)
 		if err != nil {

@@ -34,9 +34,7 @@ import (
 //	  icmpv6 type echo-request limit rate 10/second accept
 //	  icmpv6 type {nd-neighbor-solicit, nd-neighbor-advert, nd-router-advert, packet-too-big} accept
 //	chain forward: hook forward, priority filter, policy accept
-//	  ct state established,related accept
-//	  iifname "<Tunnel>" ct state invalid drop
-//	  oifname "<Tunnel>" ct state invalid drop
+//	  ct state established,related accept   (nothing else is stateful: failover)
 //	  oifname "<Tunnel>" ip saddr <Local> ip daddr <Remote> accept   one per Flow out
 //	  iifname "<Tunnel>" ip saddr <Remote> ip daddr <Local> accept   one per Flow in
 //	  iifname "<Tunnel>" drop
@@ -278,9 +276,12 @@ func buildRuleset(fw plan.Firewall) ruleset {
 	// traffic, under the machine's own firewall (a packet must pass every
 	// table's chains, so those rules still apply).
 	forward := chain{name: chainForward, hook: "forward", policy: "accept"}
+	// No rule depends on the connection's state beyond this accept: a
+	// gateway that becomes its site's active gateway mid-connection has
+	// not seen the connection start (its conntrack may call the packets
+	// invalid) and must forward them by the flows below, so TCP survives
+	// a failover (docs/resilience.md).
 	add(&forward, "accept", ctState{established: true, related: true})
-	perTunnel(&forward, "drop", false, ctState{invalid: true})
-	perTunnel(&forward, "drop", true, ctState{invalid: true})
 	local := map[netip.Prefix]bool{}
 	for _, p := range fw.Local {
 		local[p.Masked()] = true

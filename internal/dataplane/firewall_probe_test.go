@@ -12,7 +12,7 @@ import (
 
 // packet is what the test evaluator of a ruleset knows about a packet.
 type packet struct {
-	iif        string
+	iif, oif   string
 	src, dst   netip.Addr
 	udpDport   int
 	ctState    string // "new", "established", "related" or "invalid"
@@ -39,7 +39,11 @@ func allMatch(ms []match, p packet) bool {
 		ok := false
 		switch m := m.(type) {
 		case ifName:
-			ok = !m.out && (p.iif == m.name) != m.negate
+			name := p.iif
+			if m.out {
+				name = p.oif
+			}
+			ok = (name == m.name) != m.negate
 		case ctState:
 			ok = m.established && p.ctState == "established" || m.related && p.ctState == "related" || m.invalid && p.ctState == "invalid"
 		case addr:
@@ -123,6 +127,42 @@ func TestFirewallVXLANFromTunnelOnly(t *testing.T) {
 		{"other UDP from the LAN", packet{iif: "eth1", src: lanHost, dst: lanAddr, udpDport: 53, ctState: "new", fibOK: true}, "accept"},
 	} {
 		if got := input.verdict(tc.p); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestForwardIsStateless: a gateway that becomes its site's active gateway
+// in the middle of a TCP connection forwards the connection's packets,
+// though its conntrack never saw the connection start (the kernel may call
+// such packets invalid): the forward chain decides by addresses only, so
+// connections survive a failover. Packets outside the flows stay dropped.
+func TestForwardIsStateless(t *testing.T) {
+	plans := examplePlans(t, "ha.yaml")
+	var standby plan.Gateway
+	for _, g := range plans {
+		if g.Name == "onprem-gw2" {
+			standby = g
+		}
+	}
+	fw := buildRuleset(standby.Firewall)
+	forward := fw.chains[1]
+	if forward.name != chainForward {
+		t.Fatalf("second chain is %s", forward.name)
+	}
+	tun := standby.Tunnels[0].Name
+	lab, aws := netip.MustParseAddr("10.5.0.10"), netip.MustParseAddr("10.1.0.10")
+	for _, tc := range []struct {
+		name string
+		p    packet
+		want string
+	}{
+		{"mid-flow packet into the site", packet{iif: tun, oif: "eth1", src: aws, dst: lab, ctState: "invalid"}, "accept"},
+		{"mid-flow packet out of the site", packet{iif: "eth1", oif: tun, src: lab, dst: aws, ctState: "invalid"}, "accept"},
+		{"new packet out of the site", packet{iif: "eth1", oif: tun, src: lab, dst: aws, ctState: "new"}, "accept"},
+		{"packet outside the flows", packet{iif: tun, oif: "eth1", src: netip.MustParseAddr("10.9.0.1"), dst: lab, ctState: "invalid"}, "drop"},
+	} {
+		if got := forward.verdict(tc.p); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}

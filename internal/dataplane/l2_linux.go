@@ -210,7 +210,30 @@ func (o fdbDel) exec(context.Context, *linuxDataplane) (Change, error) {
 	if errors.Is(err, unix.ENOENT) {
 		err = nil // gone already
 	}
+	if err == nil {
+		forgetLearned(n.LinkIndex, o.dst)
+	}
 	return wrapExec(o, fmt.Sprintf("deleting flood entry to %s on %s", o.dst, o.dev), err)
+}
+
+// forgetLearned deletes the MAC addresses the VXLAN device index learned
+// behind dst, a remote it no longer floods to (a site's active gateway
+// moved): frames to those hosts flood to the remaining remotes until they
+// are learned again behind the new gateway, instead of going to the old
+// one until the entries age out (five minutes). Best effort.
+func forgetLearned(index int, dst netip.Addr) {
+	neighs, err := netlink.NeighList(index, unix.AF_BRIDGE)
+	if err != nil {
+		return
+	}
+	for _, n := range neighs {
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if n.LinkIndex != index || !ok || ip.Unmap() != dst || isZeroMAC(n.HardwareAddr) {
+			continue
+		}
+		n.Family = unix.AF_BRIDGE
+		_ = netlink.NeighDel(&n)
+	}
 }
 
 // wrapExec returns o's change and err, if any, wrapped with what.

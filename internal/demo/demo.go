@@ -200,8 +200,8 @@ func specYAML(n int, demo bool, without []string) (string, error) {
 }
 
 // LabBridged returns the lab's bridged networks for the bridged networks of
-// f, in spec order: the lab attaches the first gateway of every member
-// site to the i-th network's segment as port b<i> (from 1), so the spec's
+// f, in spec order: the lab attaches every gateway of every member site to
+// the i-th network's segment as port b<i> (from 1), so the spec's
 // bridgePorts must name that port.
 func LabBridged(f *spec.Federation) ([]lab.BridgedNetwork, error) {
 	var out []lab.BridgedNetwork
@@ -217,9 +217,11 @@ func LabBridged(f *spec.Federation) ([]lab.BridgedNetwork, error) {
 			if !slices.Contains(n.Sites, s.Name) || len(s.Gateways) == 0 {
 				continue
 			}
-			if got := s.Gateways[0].BridgePorts[n.Name]; got != port {
-				return nil, fmt.Errorf("network %s: the lab attaches gateway %s to its segment as %s, but bridgePorts says %q; set bridgePorts: {%s: %s}",
-					n.Name, s.Gateways[0].Name, port, got, n.Name, port)
+			for _, g := range s.Gateways {
+				if got := g.BridgePorts[n.Name]; got != port {
+					return nil, fmt.Errorf("network %s: the lab attaches gateway %s to its segment as %s, but bridgePorts says %q; set bridgePorts: {%s: %s}",
+						n.Name, g.Name, port, got, n.Name, port)
+				}
 			}
 		}
 		out = append(out, lab.BridgedNetwork{Name: n.Name, Subnet: n.Subnet, Sites: n.Sites})

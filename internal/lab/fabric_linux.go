@@ -31,15 +31,7 @@ func (b *builder) dropUnknownMACs(sw *Node) error {
 		return fmt.Errorf("%s: nftables: %w", sw.Namespace, err)
 	}
 	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyBridge, Name: fabricTable})
-	accept := nftables.ChainPolicyAccept
-	ch := c.AddChain(&nftables.Chain{
-		Name:     "forward",
-		Table:    t,
-		Type:     nftables.ChainTypeFilter,
-		Hooknum:  nftables.ChainHookForward,
-		Priority: nftables.ChainPriorityFilter,
-		Policy:   &accept,
-	})
+	ch := c.AddChain(forwardChain(t))
 	for _, p := range b.ports[sw] {
 		if len(p.mac) != 6 {
 			return fmt.Errorf("%s: port %s: attached interface has no Ethernet address", sw.Namespace, p.name)
@@ -56,6 +48,20 @@ func (b *builder) dropUnknownMACs(sw *Node) error {
 		return fmt.Errorf("%s: installing the drop-unknown-MACs filter: %w", sw.Namespace, err)
 	}
 	return nil
+}
+
+// forwardChain returns the forward filter chain of table t, policy
+// accept, where the lab's fabric and fault rules drop what they drop.
+func forwardChain(t *nftables.Table) *nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	return &nftables.Chain{
+		Name:     "forward",
+		Table:    t,
+		Type:     nftables.ChainTypeFilter,
+		Hooknum:  nftables.ChainHookForward,
+		Priority: nftables.ChainPriorityFilter,
+		Policy:   &accept,
+	}
 }
 
 // ifname returns an interface name as nftables compares it: NUL-padded to

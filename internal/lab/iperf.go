@@ -150,6 +150,11 @@ func waitListening(ctx context.Context, pid int, port string, exited <-chan erro
 // iperfSum is one summary of iperf3's JSON report; the loss and jitter
 // fields are set for UDP runs only.
 type iperfSum struct {
+	// Start and End bound an interval's sum, in seconds from the test's
+	// start; Bytes is what it moved.
+	Start         float64 `json:"start"`
+	End           float64 `json:"end"`
+	Bytes         int64   `json:"bytes"`
 	Seconds       float64 `json:"seconds"`
 	BitsPerSecond float64 `json:"bits_per_second"`
 	Retransmits   int     `json:"retransmits"`
@@ -161,10 +166,17 @@ type iperfSum struct {
 // iperfReport is the part of iperf3's JSON output the lab reads.
 type iperfReport struct {
 	Error string `json:"error"`
-	End   struct {
+	// Intervals are the periodic reports (-i) of this side.
+	Intervals []struct {
+		Sum iperfSum `json:"sum"`
+	} `json:"intervals"`
+	End struct {
 		SumSent     iperfSum `json:"sum_sent"`
 		SumReceived iperfSum `json:"sum_received"`
 	} `json:"end"`
+	// ServerOutput is the server's own report, with a client run with
+	// --get-server-output.
+	ServerOutput *iperfReport `json:"server_output_json"`
 }
 
 // decodeIperf3 reads an iperf3 client's JSON report (-J) and checks that

@@ -557,7 +557,7 @@ func nodeSysctls(n *Node, bridgedHost bool) []string {
 	return kv
 }
 
-// segment wires an extra or bridged segment: the gateway's port (with an
+// segment wires an extra or bridged segment: the gateways' ports (with an
 // address on extra segments only) and the hosts (with the supernet route
 // on extra segments only).
 func (b *builder) segment(ctx context.Context, seg *segment) error {
@@ -567,6 +567,11 @@ func (b *builder) segment(ctx context.Context, seg *segment) error {
 	}
 	if seg.addr.IsValid() {
 		if err := b.addr(seg.gw, port, seg.addr); err != nil {
+			return err
+		}
+	}
+	for k, g := range seg.others {
+		if _, err := b.veth(g, seg.port, seg.sw, "gw"+strconv.Itoa(k+1), seg.mtu); err != nil {
 			return err
 		}
 	}

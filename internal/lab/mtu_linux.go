@@ -43,6 +43,10 @@ func (l *Lab) SetBridgedMTU(ctx context.Context, network string, mtu int) error 
 			}
 		}
 		ports := []string{"gw0"}
+		for k, g := range seg.others {
+			set(g, seg.port)
+			ports = append(ports, "gw"+strconv.Itoa(k+1))
+		}
 		for _, h := range seg.hosts {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -42,8 +42,8 @@ func siteFabrics(f *spec.Federation, cfg map[string]Fabric) map[string]Fabric {
 
 // BridgedNetwork places hosts on a bridged network: one subnet stretched
 // across sites. Each member site gets a switch of its own for the network,
-// with hosts and a port of the site's first gateway (BridgedPort) that has
-// no address: joining the sites' segments is the gateway's job (the
+// with hosts and a port of each of the site's gateways (BridgedPort) that
+// has no address: joining the sites' segments is the gateway's job (the
 // dataplane's bridge and VXLAN), not the lab's. Until then hosts of
 // different sites do not reach each other.
 type BridgedNetwork struct {
@@ -82,7 +82,8 @@ type segment struct {
 	prefix  netip.Prefix
 	sw      *Node
 	gw      *Node        // the site's first gateway, which has a port here
-	port    string       // the gateway's interface on this segment
+	others  []*Node      // bridged segments: the site's other gateways, each with a port here too
+	port    string       // the gateways' interface on this segment
 	addr    netip.Prefix // the gateway's address; invalid on bridged segments
 	hosts   []*Node
 	mtu     int // of the hosts' and the gateway's interfaces
@@ -240,6 +241,13 @@ func layoutSegments(l *Lab, cfg Config, hosts int, addNode func(*Node), fail fun
 				gw:      gw,
 				port:    "b" + strconv.Itoa(bi+1),
 				mtu:     mtu,
+			}
+			// Every gateway of the site has its port, so that whichever is
+			// active can bridge the segment (a standby's port stays idle).
+			for _, g := range l.SiteGateways(site) {
+				if g != gw && g.LAN.IsValid() {
+					seg.others = append(seg.others, g)
+				}
 			}
 			seg.sw = &Node{Name: bn.Name + "-" + site + "-br", Role: RoleSwitch, Site: site, Namespace: pre + "br-" + bn.Name + "-" + site}
 			addNode(seg.sw)
@@ -406,10 +414,11 @@ func (l *Lab) BridgedMTU(network string) int {
 // BridgedPort returns the interface ("b1", "b2", ... by the network's
 // place in Config.Bridged) through which gateway is attached to its site's
 // segment of a bridged network, without an address: the port a plan's
-// bridge enslaves. Empty when the gateway has none.
+// bridge enslaves. Every gateway of a member site has one. Empty when the
+// gateway has none.
 func (l *Lab) BridgedPort(network, gateway string) string {
 	for _, s := range l.segments {
-		if s.network == network && s.gw.Name == gateway {
+		if s.network == network && (s.gw.Name == gateway || slices.ContainsFunc(s.others, func(g *Node) bool { return g.Name == gateway })) {
 			return s.port
 		}
 	}

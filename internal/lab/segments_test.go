@@ -2,6 +2,7 @@ package lab
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -164,4 +165,38 @@ func TestBridgedMTU(t *testing.T) {
 	if l, err = newLab(cfg); err != nil || l.BridgedMTU("l2") != DefaultMTU || l.BridgedMTU("nope") != 0 {
 		t.Errorf("network not in the spec: %v, BridgedMTU %d, want %d", err, l.BridgedMTU("l2"), DefaultMTU)
 	}
+}
+
+// Every gateway of a bridged site has a port on the site's bridged
+// segment, so whichever gateway is active can bridge it.
+func TestLayoutBridgedEveryGateway(t *testing.T) {
+	l, err := newLab(haConfig(t, "x4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gw := range []string{"aws-gw", "azure-gw", "onprem-gw1", "onprem-gw2"} {
+		if p := l.BridgedPort("lan", gw); p != "b1" {
+			t.Errorf("BridgedPort(lan, %s) = %q, want b1", gw, p)
+		}
+	}
+	if p := l.BridgedPort("lan", "gcp-gw"); p != "" {
+		t.Errorf("BridgedPort(lan, gcp-gw) = %q, want none (gcp-ew is not a member)", p)
+	}
+}
+
+// haConfig returns the lab of examples/ha.yaml with its bridged network
+// lan, as the demo and the fault suite build it.
+func haConfig(t *testing.T, name string) Config {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/ha.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := spec.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Federation: f, Name: name, Bridged: []BridgedNetwork{{
+		Name: "lan", Subnet: netip.MustParsePrefix("192.168.50.0/24"), Sites: []string{"aws-eu", "azure-we", "lab"},
+	}}}
 }

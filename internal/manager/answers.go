@@ -3,6 +3,8 @@ package manager
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/plandelta"
 )
@@ -54,9 +57,83 @@ func (m *Manager) planned(d time.Duration, n int, gen int64) {
 // gzipAbove is the size from which plan answers are also kept gzipped.
 const gzipAbove = 1 << 10
 
+// variant is the form of a plan a watch takes: bare (without the plan's
+// Local) unless the request announces api.PlanFeatureLocal.
+type variant int
+
+const (
+	bare variant = iota
+	withLocal
+)
+
+// variantOf returns the variant r announces it takes of a plan p.
+func variantOf(r *http.Request, p plan.Gateway) variant {
+	if p.Local == nil {
+		return bare
+	}
+	for _, v := range r.Header.Values(api.HeaderPlanFeatures) {
+		for _, f := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), api.PlanFeatureLocal) {
+				return withLocal
+			}
+		}
+	}
+	return bare
+}
+
+// localVersion is the Local every plan of one planning carries
+// (plan.AttachLocal), encoded once for all of them, and the deltas to it
+// from the Locals of the plans before, each made once for all the plans
+// that move between the same two Locals. Safe for concurrent use.
+type localVersion struct {
+	local *plan.Local
+	json  []byte // the Local as JSON
+	gz    []byte // json gzipped, one gzip member
+	sum   [sha256.Size]byte
+
+	mu     sync.Mutex
+	deltas map[*plan.Local]*plandelta.LocalDelta // by base; nil: none can be made
+}
+
+// newLocalVersion encodes l.
+func newLocalVersion(l *plan.Local) (*localVersion, error) {
+	js, sum, err := plandelta.EncodeLocal(l)
+	if err != nil {
+		return nil, err
+	}
+	return &localVersion{local: l, json: js, gz: gzipMember(js), sum: sum}, nil
+}
+
+// deltaFrom returns the delta from base to lv's Local, made at the first
+// call for base; nil when none can be made.
+func (lv *localVersion) deltaFrom(base *plan.Local) *plandelta.LocalDelta {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if d, ok := lv.deltas[base]; ok {
+		return d
+	}
+	d, _ := plandelta.DiffLocal(base, lv.local)
+	if lv.deltas == nil {
+		lv.deltas = map[*plan.Local]*plandelta.LocalDelta{}
+	}
+	lv.deltas[base] = d
+	return d
+}
+
+// forgetBases drops the deltas made (each plan's answers keep what they
+// took) and with them the base Locals they hold on to.
+func (lv *localVersion) forgetBases() {
+	lv.mu.Lock()
+	lv.deltas = nil
+	lv.mu.Unlock()
+}
+
 // answers are the encoded answers to the plan watches of one plan version
 // (see writePlan): the whole plan and the delta from the version before,
-// each also gzipped, made at the first watch that needs them. The
+// each bare and with Local, each also gzipped, made at the first watch
+// that needs them. The whole plan with Local is sent in pieces, the
+// plan's and the Local's that every plan of the version shares, so that a
+// thousand gateways do not hold a thousand copies of the federation. The
 // rotateKey they carry is part of the version (a rotation request makes a
 // new version), but is kept to be safe. Safe for concurrent use.
 type answers struct {
@@ -64,38 +141,81 @@ type answers struct {
 	// prev is the version before, until the delta from it is made;
 	// prevAnswers that version's answers (which know whether it is
 	// keyed).
-	prev            *plan.Gateway
-	prevAnswers     *answers
-	made            *plandelta.Delta // the delta from prev, when the planning made it (plan.Update)
-	keyedOnce       sync.Once
-	keyedPlan       bool // plandelta.Keyed of this version
-	rotate          int
+	prev        *plan.Gateway
+	prevAnswers *answers
+	// made is the delta from prev (without Local and sum) when the
+	// planning made it from plan.Update's edit.
+	made      *plandelta.Delta
+	keyedOnce sync.Once
+	keyedPlan bool // plandelta.Keyed of this version
+	rotate    int
+	// fullBody is the whole bare answer, planEnd the offset just past the
+	// plan's JSON in it; fullZ it gzipped (nil when small); headZ and
+	// tailZ gzip the pieces before and after the Local of the answer with
+	// Local.
 	fullBody, fullZ []byte
-	deltaDone       bool
-	deltaBody       []byte
-	deltaZ          []byte
+	planEnd         int
+	headZ, tailZ    []byte
+	// planDelta is the delta from prev without Local and sum, localDelta
+	// the Local's (nil: none); both nil when no delta can be made.
+	deltaDone  bool
+	planDelta  *plandelta.Delta
+	localDelta *plandelta.LocalDelta
+	deltaBody  [2][]byte // by variant
+	deltaZ     [2][]byte
 }
 
-// full returns the whole plan's answer and its gzipped form (nil when
-// small).
-func (a *answers) full(p planEntry, rotate int) ([]byte, []byte, error) {
+// full returns the pieces of the whole plan's answer in variant v and the
+// pieces of its gzipped form (nil when small). lv is the Local of the
+// plan's version, used for withLocal.
+func (a *answers) full(p planEntry, rotate int, v variant, lv *localVersion) ([][]byte, [][]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.reset(rotate)
 	if a.fullBody == nil {
-		js, err := json.Marshal(p.plan)
+		g := p.plan
+		g.Local = nil
+		js, err := json.Marshal(g)
 		if err != nil {
 			return nil, nil, fmt.Errorf("encoding the plan of %s: %w", p.Gateway, err)
 		}
-		a.fullBody = fmt.Appendf(nil, `{"generation":%d,"revision":%d,"plan":%s,"rotateKey":%d}`+"\n", p.Generation, p.Revision, js, rotate)
-		a.fullZ = gzipped(a.fullBody)
+		a.fullBody = fmt.Appendf(nil, `{"generation":%d,"revision":%d,"plan":`, p.Generation, p.Revision)
+		a.fullBody = append(a.fullBody, js...)
+		a.planEnd = len(a.fullBody)
+		a.fullBody = fmt.Appendf(a.fullBody, `,"rotateKey":%d}`+"\n", rotate)
 	}
-	return a.fullBody, a.fullZ, nil
+	if v == bare {
+		if a.fullZ == nil {
+			a.fullZ = gzipped(a.fullBody)
+		}
+		return [][]byte{a.fullBody}, pieces(a.fullZ), nil
+	}
+	// The plan's JSON ends with its closing brace: the Local goes before.
+	head, tail := a.fullBody[:a.planEnd-1], a.fullBody[a.planEnd-1:]
+	field := []byte(`,"local":`)
+	if head[len(head)-1] == '{' {
+		field = field[1:]
+	}
+	if a.headZ == nil {
+		a.headZ = gzipMember(append(head[:len(head):len(head)], field...))
+		a.tailZ = gzipMember(tail)
+	}
+	return [][]byte{head, field, lv.json, tail}, [][]byte{a.headZ, lv.gz, a.tailZ}, nil
 }
 
-// delta returns the answer with the delta from p.prev, and its gzipped
-// form; nil when no delta can be made (the caller sends the whole plan).
-func (a *answers) delta(p planEntry, rotate int) ([]byte, []byte) {
+// pieces returns b as the one piece of an answer, or nil when b is nil.
+func pieces(b []byte) [][]byte {
+	if b == nil {
+		return nil
+	}
+	return [][]byte{b}
+}
+
+// delta returns the answer in variant v with the delta from p.prev, and
+// its gzipped form; nil when no delta can be made (the caller sends the
+// whole plan). lv is the Local of p's version (its deltas from the Locals
+// before are shared by every plan).
+func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([]byte, []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.reset(rotate)
@@ -103,29 +223,43 @@ func (a *answers) delta(p planEntry, rotate int) ([]byte, []byte) {
 		a.deltaDone = true
 		prev, before, made := a.prev, a.prevAnswers, a.made
 		a.prev, a.prevAnswers, a.made = nil, nil, nil // the delta is all that is needed of them
-		var d plandelta.Delta
-		ok := true
 		switch {
 		case made != nil:
 			// From what plan.Update changed: no need to compare the lists.
-			d = *made
+			a.planDelta = made
 		default:
 			// Each version's lists are checked once: as the new plan of
 			// one delta and, remembered, as the base of the next.
 			prevKeyed := before != nil && before.keyed(*prev) || before == nil && plandelta.Keyed(*prev)
-			if ok = prevKeyed && a.keyed(p.plan); ok {
-				d = plandelta.DiffKeyed(*prev, p.plan, p.Sum)
-				d.SumVersion = plandelta.SumVersion // the manager's sums are Digest's
+			if prevKeyed && a.keyed(p.plan) {
+				d := plandelta.DiffKeyed(*prev, p.plan, [sha256.Size]byte{}, nil)
+				a.planDelta = &d
 			}
 		}
-		if ok {
-			if js, err := json.Marshal(d); err == nil {
-				a.deltaBody = fmt.Appendf(nil, `{"generation":%d,"revision":%d,"base":%d,"delta":%s,"rotateKey":%d}`+"\n", p.Generation, p.Revision, p.prevGen, js, rotate)
-				a.deltaZ = gzipped(a.deltaBody)
-			}
+		if a.planDelta != nil && p.plan.Local != nil && lv != nil {
+			a.localDelta = lv.deltaFrom(prev.Local)
 		}
 	}
-	return a.deltaBody, a.deltaZ
+	if a.planDelta == nil || v == withLocal && a.localDelta == nil {
+		return nil, nil
+	}
+	if a.deltaBody[v] == nil {
+		// Sums of version 2: the plan's digest is the stored sum; without
+		// Local it is made from the digest without hashing the lists.
+		d := *a.planDelta
+		d.SumVersion = plandelta.SumVersion
+		if v == withLocal {
+			d.Local, d.Sum = a.localDelta, hex.EncodeToString(p.Sum[:])
+		} else {
+			bare := p.digest.Bare(p.plan)
+			d.Sum = hex.EncodeToString(bare[:])
+		}
+		if js, err := json.Marshal(d); err == nil {
+			a.deltaBody[v] = fmt.Appendf(nil, `{"generation":%d,"revision":%d,"base":%d,"delta":%s,"rotateKey":%d}`+"\n", p.Generation, p.Revision, p.prevGen, js, rotate)
+			a.deltaZ[v] = gzipped(a.deltaBody[v])
+		}
+	}
+	return a.deltaBody[v], a.deltaZ[v]
 }
 
 // keyed reports (once for the version, whoever asks first) whether g,
@@ -141,11 +275,13 @@ func (a *answers) reset(rotate int) {
 		// Encoded for another rotateKey (the entry's first answer may be
 		// encoded before the gateway's record is final): encode again.
 		a.rotate = rotate
-		if a.deltaDone && a.deltaBody != nil {
-			a.deltaBody = rotateAgain(a.deltaBody, rotate)
-			a.deltaZ = gzipped(a.deltaBody)
+		for v := range a.deltaBody {
+			if a.deltaBody[v] != nil {
+				a.deltaBody[v] = rotateAgain(a.deltaBody[v], rotate)
+				a.deltaZ[v] = gzipped(a.deltaBody[v])
+			}
 		}
-		a.fullBody, a.fullZ = nil, nil
+		a.fullBody, a.fullZ, a.headZ, a.tailZ = nil, nil, nil, nil
 	}
 }
 
@@ -170,6 +306,13 @@ func gzipped(b []byte) []byte {
 	if len(b) < gzipAbove {
 		return nil
 	}
+	return gzipMember(b)
+}
+
+// gzipMember returns b gzipped, whatever its size. Gzip members
+// concatenated are one gzip stream of their contents concatenated (RFC
+// 1952), which every gzip reader (Go's, curl's) takes.
+func gzipMember(b []byte) []byte {
 	var out bytes.Buffer
 	zw := gzipWriters.Get().(*gzip.Writer)
 	zw.Reset(&out)

@@ -42,7 +42,7 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 			// Deltas carry sums of version 2 (the store's): an agent that
 			// does not say it checks them gets whole plans.
 			sum2 := r.Header.Get(plandelta.SumHeader) == strconv.Itoa(plandelta.SumVersion)
-			return m.writePlan(w, r, p, st.gateways[name].RotateRequested, wp.delta && wp.hasAfter && sum2, wp.after)
+			return m.writePlan(w, r, st, p, wp.delta && wp.hasAfter && sum2, wp.after)
 		}, nil
 	})
 }
@@ -163,39 +163,59 @@ func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, 
 	}
 }
 
-// writePlan answers with an api.PlanResponse for plan version p: a delta
-// from the caller's plan when it asked for one (wantDelta) and this
-// manager holds the version of generation after it was made from, else the
-// whole plan. The answer is encoded once per version and shared by every
-// watch of it, gzipped when the caller accepts gzip and it is not tiny.
-func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, p planEntry, rotate int, wantDelta bool, after int64) error {
-	var body []byte
-	var gz []byte
+// writePlan answers with an api.PlanResponse for plan version p of state
+// st: a delta from the caller's plan when it asked for one (wantDelta) and
+// this manager holds the version of generation after it was made from,
+// else the whole plan; with the plan's Local only when the request
+// announces it takes it (api.HeaderPlanFeatures). The answer is encoded
+// once per version and shared by every watch of it, gzipped when the
+// caller accepts gzip and it is not tiny.
+func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, st *state, p planEntry, wantDelta bool, after int64) error {
+	rotate := st.gateways[p.Gateway].RotateRequested
+	v := variantOf(r, p.plan)
+	lv := st.local
+	if v == withLocal && lv == nil {
+		// Not reached (a state with plans has their Local); be safe.
+		var err error
+		if lv, err = newLocalVersion(p.plan.Local); err != nil {
+			return err
+		}
+	}
+	var body, gz [][]byte
 	if wantDelta && p.prevGen != 0 && p.prevGen == after {
-		body, gz = p.answers.delta(p, rotate)
+		d, dz := p.answers.delta(p, rotate, v, lv)
+		body, gz = pieces(d), pieces(dz)
 	}
 	if body != nil {
 		m.stats.deltas.Add(1)
 	} else {
 		m.stats.plans.Add(1)
 		var err error
-		if body, gz, err = p.answers.full(p, rotate); err != nil {
+		if body, gz, err = p.answers.full(p, rotate, v, lv); err != nil {
 			return err
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Vary", "Accept-Encoding")
+	w.Header().Set("Vary", "Accept-Encoding, "+api.HeaderPlanFeatures)
 	if gz != nil && acceptsGzip(r) {
 		w.Header().Set("Content-Encoding", "gzip")
 		body = gz
 		m.stats.gzipped.Add(1)
 	}
-	m.stats.bytes.Add(int64(len(body)))
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	n := 0
+	for _, b := range body {
+		n += len(b)
+	}
+	m.stats.bytes.Add(int64(n))
+	w.Header().Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(http.StatusOK)
-	_, err := w.Write(body)
-	return err
+	for _, b := range body {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseTimeout reads ?timeout: a Go duration ("30s") or whole seconds.

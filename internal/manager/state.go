@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -29,6 +28,10 @@ type state struct {
 	gateways map[string]store.Gateway
 	hosts    map[string]store.Host
 	plans    map[string]planEntry
+	// local is the Local every plan of plans carries (equal in content
+	// where not the same value: a plan's sum covers its Local), encoded
+	// once; nil when there are no plans.
+	local *localVersion
 }
 
 // planEntry is a gateway's plan: its stored record (generation, revision,
@@ -64,11 +67,15 @@ func encodeDeltas(st *state, names []string) {
 	}
 	parallel(len(todo), func(i int) {
 		e := todo[i]
-		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested)
+		// Encoded ahead in the variant agents of this version take.
+		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withLocal, st.local)
 	})
 	for _, e := range todo {
 		e.prev = nil
 		st.plans[e.Gateway] = e
+	}
+	if st.local != nil {
+		st.local.forgetBases()
 	}
 }
 
@@ -252,12 +259,14 @@ type computed struct {
 // computePlans computes every plan of st with its digest, from the plans
 // of prev (the state before, whose plans are those of its spec and
 // inputs) where plan.Update can: then the digest and the delta from prev's
-// plan are made from Update's edit, in the size of the change.
+// plan are made from Update's edit, in the size of the change. It sets
+// st.local to the Local the plans carry.
 func computePlans(prev, st *state) (map[string]computed, error) {
 	out := map[string]computed{}
 	if st.fed == nil {
 		return out, nil
 	}
+	in := inputs(st.gateways, st.hosts)
 	var plans []plan.Gateway
 	var edits []*plan.Edit
 	var err error
@@ -266,13 +275,22 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 		for _, e := range prev.plans {
 			before = append(before, e.plan)
 		}
-		plans, edits, err = plan.Update(prev.fed, inputs(prev.gateways, prev.hosts), before, st.fed, inputs(st.gateways, st.hosts))
+		plans, edits, err = plan.Update(prev.fed, inputs(prev.gateways, prev.hosts), before, st.fed, in)
 	} else {
-		plans, err = plan.Compute(st.fed, inputs(st.gateways, st.hosts))
+		plans, err = plan.Compute(st.fed, in)
 		edits = make([]*plan.Edit, len(plans))
 	}
 	if err != nil {
 		return nil, err
+	}
+	// Every plan carries the federation and the inputs, so that its agent
+	// can plan the failures it detects (docs/resilience.md).
+	plan.AttachLocal(plans, st.fed, in)
+	st.local = nil
+	if len(plans) > 0 {
+		if st.local, err = newLocalVersion(plans[0].Local); err != nil {
+			return nil, err
+		}
 	}
 	made := make([]computed, len(plans))
 	parallel(len(plans), func(i int) {
@@ -284,13 +302,12 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 			old, ok = prev.plans[g.Name]
 		}
 		if edits[i] == nil || !ok {
-			made[i].digest = plandelta.NewDigest(g)
+			made[i].digest = plandelta.NewDigestWithLocal(g, st.local.sum)
 			return
 		}
 		d := plandelta.FromEdit(old.plan, g, *edits[i], [32]byte{})
-		made[i].digest = old.digest.Edited(old.plan, g, d)
-		d.Sum, d.SumVersion = hex.EncodeToString(made[i].digest.Sum[:]), plandelta.SumVersion
-		made[i].delta = &d
+		made[i].digest = old.digest.Edited(old.plan, g, d, st.local.sum)
+		made[i].delta = &d // its Local and sum are added when it is sent
 	})
 	for _, c := range made {
 		out[c.plan.Name] = c

@@ -35,6 +35,8 @@ type Agent struct {
 	probes      *prometheus.CounterVec
 	applyErrors *prometheus.CounterVec
 	restarts    *prometheus.CounterVec
+	failovers   *prometheus.CounterVec
+	pathChanges *prometheus.CounterVec
 
 	mu          sync.Mutex
 	gateway     string             // guarded by mu
@@ -70,11 +72,19 @@ func NewAgent() *Agent {
 			Name: "fednet_dataplane_restarts_total",
 			Help: "Tunnel devices that died outside an apply (a userspace WireGuard process), by result: restored (replaced with its configuration by the driver) or lost (made anew by the next apply).",
 		}, append(append([]string{}, gatewayLabels...), "result")),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fednet_failovers_total",
+			Help: "Times this gateway became its site's active gateway (took over), by the election in the agents (docs/resilience.md).",
+		}, gatewayLabels),
+		pathChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fednet_path_changes_total",
+			Help: "Times the agent moved routes to other paths because links or gateways failed or came back, without the manager.",
+		}, gatewayLabels),
 		peerSite: map[string]string{},
 		abw:      map[string]float64{},
 		now:      time.Now,
 	}
-	a.reg = newRegistry(a.rtt, a.probes, a.applyErrors, a.restarts, agentCollector{a})
+	a.reg = newRegistry(a.rtt, a.probes, a.applyErrors, a.restarts, a.failovers, a.pathChanges, agentCollector{a})
 	return a
 }
 
@@ -95,6 +105,8 @@ func (a *Agent) SetPlan(g plan.Gateway) {
 	}
 	a.mu.Unlock()
 	a.applyErrors.WithLabelValues(g.Name, g.Site) // exported as 0 from now on
+	a.failovers.WithLabelValues(g.Name, g.Site)
+	a.pathChanges.WithLabelValues(g.Name, g.Site)
 }
 
 // SetRevision records the spec revision of the plan applied (managed mode).
@@ -157,6 +169,22 @@ func (a *Agent) DataplaneRestarted(restored bool) {
 		result = "restored"
 	}
 	a.restarts.WithLabelValues(gw, site, result).Inc()
+}
+
+// Failover counts a takeover by this gateway.
+func (a *Agent) Failover() { a.count(a.failovers) }
+
+// PathChange counts a change of paths made by the agent.
+func (a *Agent) PathChange() { a.count(a.pathChanges) }
+
+func (a *Agent) count(c *prometheus.CounterVec) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	gw, site := a.gateway, a.site
+	a.mu.Unlock()
+	c.WithLabelValues(gw, site).Inc()
 }
 
 // SetAvailableBandwidth sets the available-bandwidth estimate of the link

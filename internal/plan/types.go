@@ -98,6 +98,9 @@ type Gateway struct {
 	// agent refuses a plan whose routes, peers or bridge ports fall outside
 	// them (see dataplane's plan checks).
 	Bounds Bounds `json:"bounds"`
+	// Local, when set, lets the agent compute this plan under failures it
+	// detects without the manager (see Local). Equal ignores it.
+	Local *Local `json:"local,omitempty"`
 }
 
 // LAN is a gateway's side of its site's segment: its own address and the

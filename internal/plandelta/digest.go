@@ -30,8 +30,8 @@ const SumHeader = "Fednet-Plan-Sum"
 // Digest is the sum of version 2 of a plan with what updating it needs:
 // per long list (peers, routes, flows, remote prefixes) the sum, modulo
 // 2^64, of the 64-bit xxHash of each entry's binary form (that of Sum);
-// Sum is SHA-256 over the version, the plan's head as JSON, and each
-// list's length and digest. It detects a delta applied to the wrong base
+// Sum is SHA-256 over the version, the plan's head as JSON, each list's
+// length and digest, and when the plan has a Local, SumLocal of it. It detects a delta applied to the wrong base
 // or rebuilt wrongly (a chance of 2^-64 per list to miss), not forgery:
 // the manager is authenticated by TLS.
 type Digest struct {
@@ -47,8 +47,19 @@ const (
 	listRemote
 )
 
-// NewDigest returns the digest of g, hashing every entry.
+// NewDigest returns the digest of g, hashing every entry (and encoding its
+// Local).
 func NewDigest(g plan.Gateway) Digest {
+	var local [sha256.Size]byte
+	if g.Local != nil {
+		local = SumLocal(g.Local)
+	}
+	return NewDigestWithLocal(g, local)
+}
+
+// NewDigestWithLocal is NewDigest for a caller that has SumLocal(g.Local)
+// at hand.
+func NewDigestWithLocal(g plan.Gateway, local [sha256.Size]byte) Digest {
 	var d Digest
 	var buf []byte
 	for _, p := range g.Peers {
@@ -63,8 +74,15 @@ func NewDigest(g plan.Gateway) Digest {
 	for _, p := range g.Firewall.Remote {
 		d.Lists[listRemote] += hashOf(&buf, p, appendPrefix)
 	}
-	d.Sum = digestSum(g, d.Lists)
+	d.Sum = digestSum(g, d.Lists, local)
 	return d
+}
+
+// Bare returns the Sum of d's plan g without its Local (as a delta to an
+// agent that does not take Local carries it), without hashing the lists.
+func (d Digest) Bare(g plan.Gateway) [sha256.Size]byte {
+	g.Local = nil
+	return digestSum(g, d.Lists, [sha256.Size]byte{})
 }
 
 // hashOf is the xxHash of x's binary form, encoded into *buf.
@@ -73,8 +91,9 @@ func hashOf[T any](buf *[]byte, x T, enc func([]byte, T) []byte) uint64 {
 	return xxhash.Sum64(*buf)
 }
 
-// digestSum is Digest.Sum of g with the list digests lists.
-func digestSum(g plan.Gateway, lists [4]uint64) [sha256.Size]byte {
+// digestSum is Digest.Sum of g with the list digests lists and local, the
+// SumLocal of g's Local (read only when g has one).
+func digestSum(g plan.Gateway, lists [4]uint64, local [sha256.Size]byte) [sha256.Size]byte {
 	js, err := json.Marshal(head(g))
 	if err != nil {
 		js = []byte("unencodable: " + err.Error()) // as sumOf
@@ -86,22 +105,26 @@ func digestSum(g plan.Gateway, lists [4]uint64) [sha256.Size]byte {
 		b = binary.AppendUvarint(b, uint64(n))
 		b = binary.LittleEndian.AppendUint64(b, lists[i])
 	}
+	if g.Local != nil {
+		b = append(b, 'L')
+		b = append(b, local[:]...)
+	}
 	return sha256.Sum256(b)
 }
 
 // Edited returns the digest of new, which d's plan old became by setting
 // and dropping entries of its lists as delta e says (the entries of new
 // it sets, the keys of old it drops; Remote and RemoteGone included; Head
-// and Sum are not read). It hashes only the entries named, finding old's
-// by key.
-func (d Digest) Edited(old, new plan.Gateway, e Delta) Digest {
+// and Sum are not read); local is SumLocal(new.Local), read only when new
+// has a Local. It hashes only the entries named, finding old's by key.
+func (d Digest) Edited(old, new plan.Gateway, e Delta, local [sha256.Size]byte) Digest {
 	var buf []byte
 	out := d
 	out.Lists[listPeers] = editList(&buf, out.Lists[listPeers], old.Peers, e.Peers, e.PeersGone, peerKey, comparePeerKey, appendPeer)
 	out.Lists[listRoutes] = editList(&buf, out.Lists[listRoutes], old.Routes, e.Routes, e.RoutesGone, routeKey, comparePrefix, appendRoute)
 	out.Lists[listFlows] = editList(&buf, out.Lists[listFlows], old.Firewall.Flows, e.Flows, e.FlowsGone, flowKey, compareFlowKey, appendFlow)
 	out.Lists[listRemote] = editList(&buf, out.Lists[listRemote], old.Firewall.Remote, e.Remote, e.RemoteGone, prefixKey, comparePrefix, appendPrefix)
-	out.Sum = digestSum(new, out.Lists)
+	out.Sum = digestSum(new, out.Lists, local)
 	return out
 }
 
@@ -143,8 +166,15 @@ func ApplyDigest(base plan.Gateway, bd Digest, d Delta) (plan.Gateway, Digest, e
 	if err := d.wellFormed(); err != nil {
 		return plan.Gateway{}, Digest{}, err
 	}
-	g := rebuild(base, d)
-	nd := bd.Edited(base, g, d)
+	g, err := rebuild(base, d)
+	if err != nil {
+		return plan.Gateway{}, Digest{}, err
+	}
+	var local [sha256.Size]byte
+	if g.Local != nil {
+		local = SumLocal(g.Local)
+	}
+	nd := bd.Edited(base, g, d, local)
 	if fmt.Sprintf("%x", nd.Sum) != d.Sum {
 		return plan.Gateway{}, Digest{}, ErrMismatch
 	}

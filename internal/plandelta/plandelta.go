@@ -12,9 +12,18 @@
 // checks it against the delta's Sum, falling back to the whole plan on any
 // mismatch.
 //
-// Sum covers every field of a plan: the head as JSON and the four lists
-// entry by entry in a fixed binary form. The package's tests fail when a
-// field is added to the list entries' types without being summed here.
+// A plan the manager sends carries its Local (the federation and the
+// planner's inputs, the same for every gateway): a delta carries the
+// change of it as a LocalDelta (local.go), which is as small as the
+// change and is computed once for every gateway whose plan moves from one
+// Local to the next.
+//
+// Sum covers every field of a plan: the head as JSON, the four lists
+// entry by entry in a fixed binary form, and the Local by its digest
+// (SumLocal, SHA-256 of its JSON). The package's tests fail when a field
+// is added to the list entries' types without being summed here. A plan
+// without Local sums as it did before Local existed, so agents that do
+// not take Local check deltas as they always have.
 package plandelta
 
 import (
@@ -33,8 +42,8 @@ import (
 
 // Delta turns the plan it was made from (its base) into another one.
 type Delta struct {
-	// Head is the new plan without Peers, Routes, Firewall.Remote and
-	// Firewall.Flows.
+	// Head is the new plan without Peers, Routes, Firewall.Remote,
+	// Firewall.Flows and Local.
 	Head plan.Gateway `json:"head"`
 	// Peers are the new plan's peers that the base lacks or has
 	// otherwise; PeersGone names the base's peers the new plan drops.
@@ -50,6 +59,9 @@ type Delta struct {
 	// Remote and RemoteGone are the remote prefixes added and dropped.
 	Remote     []netip.Prefix `json:"remote,omitempty"`
 	RemoteGone []netip.Prefix `json:"remoteGone,omitempty"`
+	// Local turns the base's Local into the new plan's; absent when the
+	// new plan has no Local.
+	Local *LocalDelta `json:"local,omitempty"`
 	// Sum is the sum of the new plan, in hex: Sum (version 1) when
 	// SumVersion is 0, Digest.Sum when it is SumVersion.
 	Sum        string `json:"sum"`
@@ -66,27 +78,37 @@ type FlowKey struct {
 // the delta's sum: the base was not the plan the delta was made from.
 var ErrMismatch = errors.New("the plan rebuilt from the delta does not match its sum")
 
-// head returns g without its four long lists.
+// head returns g without its four long lists and its Local.
 func head(g plan.Gateway) plan.Gateway {
-	g.Peers, g.Routes, g.Firewall.Remote, g.Firewall.Flows = nil, nil, nil, nil
+	g.Peers, g.Routes, g.Firewall.Remote, g.Firewall.Flows, g.Local = nil, nil, nil, nil, nil
 	return g
 }
 
 // Diff returns the delta from old to new, whose Sum is sum (Sum(new), which
 // the caller may have at hand), or false when the plans' lists are not
-// keyed uniquely (sorted with no key twice, as plan.Compute makes them):
-// then send the whole plan.
+// keyed uniquely (sorted with no key twice, as plan.Compute makes them) or
+// new has a Local that old lacks: then send the whole plan.
 func Diff(old, new plan.Gateway, sum [sha256.Size]byte) (Delta, bool) {
 	if !Keyed(old) || !Keyed(new) {
 		return Delta{}, false
 	}
-	return DiffKeyed(old, new, sum), true
+	var local *LocalDelta
+	if new.Local != nil {
+		var ok bool
+		if local, ok = DiffLocal(old.Local, new.Local); !ok {
+			return Delta{}, false
+		}
+	}
+	return DiffKeyed(old, new, sum, local), true
 }
 
 // DiffKeyed is Diff for plans the caller knows to be Keyed (a caller that
-// diffs each plan against the next checks each only once).
-func DiffKeyed(old, new plan.Gateway, sum [sha256.Size]byte) Delta {
-	d := Delta{Head: head(new), Sum: hex.EncodeToString(sum[:])}
+// diffs each plan against the next checks each only once), with local,
+// DiffLocal(old.Local, new.Local), made by the caller (once for every
+// plan that moves between the same two Locals). A nil local makes a delta
+// to new without its Local, whose sum is then Sum of new without Local.
+func DiffKeyed(old, new plan.Gateway, sum [sha256.Size]byte, local *LocalDelta) Delta {
+	d := Delta{Head: head(new), Local: local, Sum: hex.EncodeToString(sum[:])}
 	d.Peers, d.PeersGone = diffList(old.Peers, new.Peers, peerKey, comparePeerKey, peerEqual)
 	d.Routes, d.RoutesGone = diffList(old.Routes, new.Routes, routeKey, comparePrefix, func(a, b plan.Route) bool { return a == b })
 	d.Flows, d.FlowsGone = diffList(old.Firewall.Flows, new.Firewall.Flows, flowKey, compareFlowKey, func(a, b plan.Flow) bool { return a == b })
@@ -99,13 +121,14 @@ func DiffKeyed(old, new plan.Gateway, sum [sha256.Size]byte) Delta {
 // sent (some may be unchanged), the keys it drops are gone, and the remote
 // prefixes are compared. It costs the size of the edit, not of the plans'
 // lists (but for the remote prefixes), and checks nothing: Update's plans
-// are keyed when the plans before were.
+// are keyed when the plans before were. The delta has no Local (the
+// caller adds the LocalDelta, which is the same for every plan).
 func FromEdit(old, new plan.Gateway, e plan.Edit, sum [sha256.Size]byte) Delta {
 	d := Delta{Head: head(new), Sum: hex.EncodeToString(sum[:]), Peers: e.Peers, Routes: e.Routes, Flows: e.Flows}
 	d.PeersGone = keys(e.PeersGone, peerKey)
 	d.RoutesGone = keys(e.RoutesGone, routeKey)
 	d.FlowsGone = keys(e.FlowsGone, flowKey)
-	d.Remote, d.RemoteGone = diffList(old.Firewall.Remote, new.Firewall.Remote, func(p netip.Prefix) netip.Prefix { return p }, comparePrefix, func(a, b netip.Prefix) bool { return a == b })
+	d.Remote, d.RemoteGone = diffList(old.Firewall.Remote, new.Firewall.Remote, prefixKey, comparePrefix, func(a, b netip.Prefix) bool { return a == b })
 	return d
 }
 
@@ -133,33 +156,52 @@ func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {
 	if d.SumVersion != 0 {
 		return plan.Gateway{}, fmt.Errorf("%w: sum version %d is not known here (known: 1, %d)", ErrMismatch, d.SumVersion, SumVersion)
 	}
-	g := rebuild(base, d)
-	if hex.EncodeToString(sumOf(g)) != d.Sum {
+	g, err := rebuild(base, d)
+	if err != nil {
+		return plan.Gateway{}, err
+	}
+	if hex.EncodeToString(sumOf(g, SumLocal(g.Local))) != d.Sum {
 		return plan.Gateway{}, ErrMismatch
 	}
 	return g, nil
 }
 
-// rebuild returns d's head with base's lists as d changes them.
-func rebuild(base plan.Gateway, d Delta) plan.Gateway {
+// rebuild returns d's head with base's lists and Local as d changes them.
+func rebuild(base plan.Gateway, d Delta) (plan.Gateway, error) {
 	g := d.Head
 	g.Peers = applyList(base.Peers, d.Peers, d.PeersGone, peerKey, comparePeerKey)
 	g.Routes = applyList(base.Routes, d.Routes, d.RoutesGone, routeKey, comparePrefix)
 	g.Firewall.Flows = applyList(base.Firewall.Flows, d.Flows, d.FlowsGone, flowKey, compareFlowKey)
 	g.Firewall.Remote = applyList(base.Firewall.Remote, d.Remote, d.RemoteGone, prefixKey, comparePrefix)
-	return g
+	if d.Local != nil {
+		l, err := applyLocal(base.Local, d.Local)
+		if err != nil {
+			return plan.Gateway{}, fmt.Errorf("rebuilding the local inputs: %w", err)
+		}
+		g.Local = l
+	}
+	return g, nil
 }
 
-// Sum returns the digest of g: SHA-256 over its head as JSON and its four
-// long lists entry by entry.
+// Sum returns the digest of g: SHA-256 over its head as JSON, its four
+// long lists entry by entry and, when g has a Local, SumLocal of it.
 func Sum(g plan.Gateway) [sha256.Size]byte {
-	return [sha256.Size]byte(sumOf(g))
+	return [sha256.Size]byte(sumOf(g, SumLocal(g.Local)))
+}
+
+// SumWithLocal is Sum(g) for a caller that has local, SumLocal(g.Local),
+// at hand: the manager sums every plan of one planning, which share one
+// Local, with one encoding of it.
+func SumWithLocal(g plan.Gateway, local [sha256.Size]byte) [sha256.Size]byte {
+	return [sha256.Size]byte(sumOf(g, local))
 }
 
 // SumString is Sum in hex, as Delta.Sum holds it.
-func SumString(g plan.Gateway) string { return hex.EncodeToString(sumOf(g)) }
+func SumString(g plan.Gateway) string { return hex.EncodeToString(sumOf(g, SumLocal(g.Local))) }
 
-func sumOf(g plan.Gateway) []byte {
+// sumOf sums g with local as its Local's digest (ignored when g has no
+// Local: such a plan sums as before plans had one).
+func sumOf(g plan.Gateway, local [sha256.Size]byte) []byte {
 	h := sha256.New()
 	js, err := json.Marshal(head(g))
 	if err != nil {
@@ -194,6 +236,10 @@ func sumOf(g plan.Gateway) []byte {
 	for _, p := range g.Firewall.Remote {
 		buf = appendPrefix(buf, p)
 		flush()
+	}
+	if g.Local != nil {
+		buf = append(buf, 'L')
+		buf = append(buf, local[:]...)
 	}
 	h.Write(buf)
 	return h.Sum(nil)

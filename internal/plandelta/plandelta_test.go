@@ -57,9 +57,9 @@ func plans(t testing.TB, f *spec.Federation, in plan.Inputs) map[string]plan.Gat
 	return out
 }
 
-func js(t *testing.T, g plan.Gateway) string {
+func js(t *testing.T, v any) string {
 	t.Helper()
-	b, err := json.Marshal(g)
+	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,16 +106,21 @@ func TestRoundTrip(t *testing.T) {
 				if !ok {
 					continue
 				}
-				// A delta made by comparing the plans, and one from
-				// Update's edit.
-				d, ok := plandelta.Diff(from, want, plandelta.Sum(want))
-				if !ok {
-					t.Fatalf("%s: no delta", want.Name)
+				gw := want.Name
+				d, wire := roundTrip(t, gw, from, want)
+				// Every plan but that of the changed site changes a little.
+				if full := len(js(t, want)); name != "network added" && gw != "g007" && wire > full/3 {
+					t.Errorf("%s: delta of %d bytes for a plan of %d", gw, wire, full)
 				}
-				roundTrip(t, name, from, want, d)
+				checkDigest(t, gw, from, want, d)
 				if edits[i] != nil {
+					// The delta from Update's edit.
 					edited++
-					roundTrip(t, name+" (from the edit)", from, want, plandelta.FromEdit(from, want, *edits[i], plandelta.Sum(want)))
+					e := plandelta.FromEdit(from, want, *edits[i], plandelta.Sum(want))
+					if got, err := plandelta.Apply(from, e); err != nil || js(t, got) != js(t, want) {
+						t.Fatalf("%s: the delta from the edit: %v", gw, err)
+					}
+					checkDigest(t, gw+" (from the edit)", from, want, e)
 				}
 			}
 			if edited == 0 && name != "nothing" {
@@ -125,43 +130,50 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-// roundTrip checks delta d from old to want over JSON.
-func roundTrip(t *testing.T, name string, from, want plan.Gateway, d plandelta.Delta) {
+// roundTrip makes the delta of gateway gw from from to want, sends it
+// over JSON, applies it to from as an agent holds it (decoded from JSON)
+// and fails unless that gives want byte for byte. It returns the delta and
+// its size on the wire.
+func roundTrip(t *testing.T, gw string, from, want plan.Gateway) (plandelta.Delta, int) {
 	t.Helper()
-	gw := want.Name
-	wire, err := json.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
+	d, ok := plandelta.Diff(from, want, plandelta.Sum(want))
+	if !ok {
+		t.Fatalf("%s: no delta", gw)
 	}
+	wire := js(t, d)
 	var back plandelta.Delta
-	if err := json.Unmarshal(wire, &back); err != nil {
+	var held plan.Gateway
+	if err := json.Unmarshal([]byte(wire), &back); err != nil {
 		t.Fatalf("%s: decoding the delta: %v", gw, err)
 	}
-	got, err := plandelta.Apply(from, back)
+	if err := json.Unmarshal([]byte(js(t, from)), &held); err != nil {
+		t.Fatal(err)
+	}
+	got, err := plandelta.Apply(held, back)
 	if err != nil {
 		t.Fatalf("%s: %v", gw, err)
 	}
 	if js(t, got) != js(t, want) {
 		t.Fatalf("%s: rebuilt plan differs:\n got %s\nwant %s", gw, js(t, got), js(t, want))
 	}
-	// The same delta with a sum of version 2: the digest made from the
-	// base's and the delta is the new plan's, and ApplyDigest rebuilds it.
-	dg := plandelta.NewDigest(from).Edited(from, want, d)
+	return d, len(wire)
+}
+
+// checkDigest: with a sum of version 2, delta d from from to want updates
+// from's digest to want's, and ApplyDigest and Apply rebuild want.
+func checkDigest(t *testing.T, gw string, from, want plan.Gateway, d plandelta.Delta) {
+	t.Helper()
+	dg := plandelta.NewDigest(from).Edited(from, want, d, plandelta.SumLocal(want.Local))
 	if dg != plandelta.NewDigest(want) {
 		t.Fatalf("%s: the digest updated by the delta differs from the new plan's", gw)
 	}
-	d2 := back
-	d2.Sum, d2.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
-	got2, dg2, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), d2)
-	if err != nil || js(t, got2) != js(t, want) || dg2 != dg {
-		t.Fatalf("%s: ApplyDigest: %v (plan equal: %v, digest equal: %v)", gw, err, err == nil && js(t, got2) == js(t, want), dg2 == dg)
+	d.Sum, d.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
+	got, dg2, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), d)
+	if err != nil || js(t, got) != js(t, want) || dg2 != dg {
+		t.Fatalf("%s: ApplyDigest: %v (plan equal: %v, digest equal: %v)", gw, err, err == nil && js(t, got) == js(t, want), dg2 == dg)
 	}
-	if got3, err := plandelta.Apply(from, d2); err != nil || js(t, got3) != js(t, want) {
+	if got, err := plandelta.Apply(from, d); err != nil || js(t, got) != js(t, want) {
 		t.Fatalf("%s: Apply of a delta with a sum of version 2: %v", gw, err)
-	}
-	// Every plan but that of the changed site changes a little.
-	if full := len(js(t, want)); !strings.HasPrefix(name, "network added") && gw != "g007" && len(wire) > full/3 {
-		t.Errorf("%s: delta of %d bytes for a plan of %d", gw, len(wire), full)
 	}
 }
 

@@ -1,0 +1,152 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/fednet/fednet/internal/plan"
+)
+
+// The site's virtual address (plan.LAN.Virtual) is the hosts' next hop. The
+// active gateway holds it on its LAN interface (the interface holding its
+// own LAN address) besides its own address, and announces it with
+// gratuitous ARP when it takes it, so the hosts' neighbor entries follow at
+// once; a gateway that is not active removes it. A site with one gateway
+// has Virtual equal to Address: nothing to do.
+
+// garpRepeats are the delays after taking the address at which the
+// gratuitous ARP is sent again, for a host that missed the first.
+var garpRepeats = []time.Duration{100 * time.Millisecond, 400 * time.Millisecond}
+
+// syncVirtual holds or releases p's virtual address as p.LAN.Active says.
+func syncVirtual(p plan.Gateway) ([]Change, error) {
+	lan := p.LAN
+	if !lan.Address.IsValid() || !lan.Virtual.IsValid() || lan.Virtual.Addr() == lan.Address.Addr() || !lan.Virtual.Addr().Is4() {
+		return nil, nil
+	}
+	link, held, err := lanLink(lan.Address.Addr(), lan.Virtual.Addr())
+	if err != nil || link == nil {
+		return nil, err
+	}
+	dev := link.Attrs().Name
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: lan.Virtual.Addr().AsSlice(), Mask: net.CIDRMask(lan.Virtual.Bits(), 32)}}
+	switch {
+	case lan.Active && !held:
+		if err := netlink.AddrAdd(link, a); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("adding the site's virtual address %s to %s: %w", lan.Virtual, dev, err)
+		}
+		changes := []Change{Change(fmt.Sprintf("ip address add %s dev %s (the site's virtual address: this gateway is active)", lan.Virtual, dev))}
+		if err := gratuitousARP(link, lan.Virtual.Addr()); err != nil {
+			return changes, fmt.Errorf("announcing the site's virtual address %s on %s: %w", lan.Virtual, dev, err)
+		}
+		changes = append(changes, Change(fmt.Sprintf("arping -U -I %s %s (gratuitous ARP)", dev, lan.Virtual.Addr())))
+		go func() {
+			// Only while this gateway still holds the address: a repeat
+			// after a release would pull the hosts back to it.
+			for _, d := range garpRepeats {
+				time.Sleep(d)
+				if _, held, err := lanLink(lan.Address.Addr(), lan.Virtual.Addr()); err != nil || !held {
+					return
+				}
+				_ = gratuitousARP(link, lan.Virtual.Addr())
+			}
+		}()
+		return changes, nil
+	case !lan.Active && held:
+		if err := netlink.AddrDel(link, a); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			return nil, fmt.Errorf("removing the site's virtual address %s from %s: %w", lan.Virtual, dev, err)
+		}
+		return []Change{Change(fmt.Sprintf("ip address del %s dev %s (the site's virtual address: this gateway is standby)", lan.Virtual, dev))}, nil
+	}
+	return nil, nil
+}
+
+// releaseVirtual removes p's virtual address if this machine holds it.
+func releaseVirtual(p plan.Gateway) ([]Change, error) {
+	p.LAN.Active = false
+	return syncVirtual(p)
+}
+
+// lanLink returns the interface holding own, and whether it also holds
+// virtual; nil when no interface holds own (the plan's LAN address is not
+// on this machine: nothing to hold the virtual address on).
+func lanLink(own, virtual netip.Addr) (netlink.Link, bool, error) {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, false, fmt.Errorf("listing addresses: %w", err)
+	}
+	index := 0
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == own {
+			index = a.LinkIndex
+		}
+	}
+	if index == 0 {
+		return nil, false, nil
+	}
+	held := false
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == virtual && a.LinkIndex == index {
+			held = true
+		}
+	}
+	link, err := netlink.LinkByIndex(index)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading interface %d: %w", index, err)
+	}
+	return link, held, nil
+}
+
+// gratuitousARP broadcasts an ARP request for addr from addr on link, the
+// form every host's kernel takes to replace a neighbor entry at once
+// (Linux overrides its lock time for it).
+func gratuitousARP(link netlink.Link, addr netip.Addr) error {
+	mac := link.Attrs().HardwareAddr
+	if len(mac) != 6 {
+		return fmt.Errorf("interface %s has no Ethernet address", link.Attrs().Name)
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ARP)))
+	if err != nil {
+		return fmt.Errorf("opening a packet socket: %w", err)
+	}
+	defer unix.Close(fd)
+	frame := make([]byte, 0, 42)
+	frame = append(frame, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	frame = append(frame, mac...)
+	frame = binary.BigEndian.AppendUint16(frame, unix.ETH_P_ARP)
+	frame = binary.BigEndian.AppendUint16(frame, 1)      // Ethernet
+	frame = binary.BigEndian.AppendUint16(frame, 0x0800) // IPv4
+	frame = append(frame, 6, 4)
+	frame = binary.BigEndian.AppendUint16(frame, 1) // request
+	ip := addr.As4()
+	frame = append(frame, mac...)
+	frame = append(frame, ip[:]...)
+	frame = append(frame, 0, 0, 0, 0, 0, 0)
+	frame = append(frame, ip[:]...)
+	to := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ARP), Ifindex: link.Attrs().Index, Halen: 6}
+	copy(to.Addr[:], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	if err := unix.Sendto(fd, frame, 0, to); err != nil {
+		return fmt.Errorf("sending: %w", err)
+	}
+	return nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// HoldsVirtual reports whether this machine holds lan's virtual address
+// (an agent that restarts on the active gateway finds it there). A site
+// with one gateway holds nothing extra: false.
+func HoldsVirtual(lan plan.LAN) (bool, error) {
+	if !lan.Address.IsValid() || !lan.Virtual.IsValid() || lan.Virtual.Addr() == lan.Address.Addr() {
+		return false, nil
+	}
+	_, held, err := lanLink(lan.Address.Addr(), lan.Virtual.Addr())
+	return held, err
+}

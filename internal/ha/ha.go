@@ -1,0 +1,594 @@
+// Package ha decides, on one gateway and without the manager, which
+// failures its plan must take as inputs: which gateway is active at each
+// site with several gateways (an election in the agents), which gateways
+// are down and which inter-site links are down. It is pure: the agent feeds
+// it echo replies (liveness, answered by the kernels of the other
+// gateways, so a killed agent is not a dead gateway) and the hellos other
+// agents flood over the tunnels and the site's LAN (what this gateway
+// cannot observe), with the time; State returns the decision, as inputs
+// for plan.ForGateway (docs/resilience.md).
+//
+// The rules:
+//
+//   - liveness: a target (a peer gateway through the tunnel, a gateway of
+//     the own site on the LAN) is alive while it answered an echo within
+//     Interval × Multiplier; one that never answered is not judged;
+//   - election (a site with two or more gateways): the active gateway is
+//     the live claimant with the highest epoch, then the lowest name. A
+//     standby takes over (claiming the highest epoch it knows plus one)
+//     when the current active does not answer on the LAN, or reaches no
+//     other site while the standby does. The active steps down when it
+//     learns of a better claim, or reaches no other site while a gateway
+//     of its site does. No preemption: a recovered gateway stays standby;
+//   - links: the active (or only) gateway of a site declares the link to
+//     another site down when none of that site's gateways that answered
+//     before answers now; a remote gateway that does not answer while
+//     another of its site does is down (its site's next gateway carries
+//     the site). Both stay down until they have answered for HoldDown (no
+//     flapping). Link state is flooded in hellos, so every gateway plans
+//     with the same failures, including those on paths it only relays.
+package ha
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval   = 50 * time.Millisecond
+	DefaultMultiplier = 6
+	DefaultHoldDown   = 10 * time.Second
+	// Port is the UDP port of hellos, on transit and LAN addresses.
+	Port = 51823
+)
+
+// Config configures a State.
+type Config struct {
+	// Self is this gateway; Federation the spec it plans from.
+	Self       string
+	Federation *spec.Federation
+	// Interval between echoes, Multiplier the echoes missed before a
+	// target is dead (defaults 50 ms and 6: a failure is seen in 300 ms).
+	Interval   time.Duration
+	Multiplier int
+	// HoldDown is how long a link or gateway must answer again before it
+	// carries traffic again (default 10 s).
+	HoldDown time.Duration
+	// HoldsVirtual is true when this machine holds its site's virtual
+	// address at start: an agent that restarts on the active gateway
+	// stays active (its data plane never stopped).
+	HoldsVirtual bool
+}
+
+// Entry is one gateway's state as it announces it; hellos flood entries.
+type Entry struct {
+	Gateway string `json:"g"`
+	Site    string `json:"s"`
+	// Seq is the origin's clock (ns) when it made the entry: later wins.
+	Seq int64 `json:"q"`
+	// Active and Epoch are the gateway's claim of its site.
+	Active bool   `json:"a,omitempty"`
+	Epoch  uint64 `json:"e,omitempty"`
+	// Reach is how many other sites the gateway reaches, -1 while it
+	// does not know yet (it just started).
+	Reach int `json:"r"`
+	// LinksDown are the links of its site it holds down (as its site's
+	// active gateway).
+	LinksDown []plan.SitePair `json:"d,omitempty"`
+}
+
+// Hello is what an agent sends its peers and its site's gateways.
+type Hello struct {
+	From    string  `json:"from"`
+	Entries []Entry `json:"entries"`
+}
+
+// Decision is what the plan must take as inputs.
+type Decision struct {
+	// Active by site: the elected gateway of every site with a live claim.
+	Active map[string]string
+	// Down are remote gateways this gateway holds down.
+	Down map[string]bool
+	// LinksDown are the links held down, observed or learned.
+	LinksDown map[plan.SitePair]bool
+	// SelfActive says this gateway is its site's active gateway.
+	SelfActive bool
+	// Epoch is this gateway's claim's epoch.
+	Epoch uint64
+}
+
+// Key is a stable text of d, to see whether it changed.
+func (d Decision) Key() string {
+	var b strings.Builder
+	for _, s := range slices.Sorted(maps.Keys(d.Active)) {
+		fmt.Fprintf(&b, "active %s=%s;", s, d.Active[s])
+	}
+	for _, g := range slices.Sorted(maps.Keys(d.Down)) {
+		fmt.Fprintf(&b, "down %s;", g)
+	}
+	for _, p := range sortedPairs(d.LinksDown) {
+		fmt.Fprintf(&b, "link %s-%s;", p.A, p.B)
+	}
+	return b.String()
+}
+
+// Apply returns in with d's failures added.
+func (d Decision) Apply(in plan.Inputs) plan.Inputs {
+	for s, g := range d.Active {
+		in = in.WithActive(s, g)
+	}
+	for g := range d.Down {
+		in = in.WithGatewayDown(g)
+	}
+	for p := range d.LinksDown {
+		in = in.WithLinkDown(p.A, p.B)
+	}
+	return in
+}
+
+// target is one gateway this gateway echoes.
+type target struct {
+	answered   bool
+	last       time.Time // last answer
+	upSince    time.Time // answering continuously since (zero while dead)
+	heldDown   bool      // judged dead and not yet held up for HoldDown
+	isolated   bool      // a link held while a site at its end had no other
+	downReason string
+}
+
+// State is one gateway's view. Not safe for concurrent use.
+type State struct {
+	cfg    Config
+	site   string
+	sites  map[string][]string // gateway names by site, spec order
+	siteOf map[string]string
+	start  time.Time
+	// tunnel and lan targets by gateway name.
+	tunnel, lan map[string]*target
+	entries     map[string]Entry     // by origin, the newest seen
+	fresh       map[string]time.Time // when each origin's entry last got newer
+	active      bool
+	epoch       uint64
+	links       map[plan.SitePair]*target // own links' state (by remote site)
+	events      []string
+}
+
+// New returns the state of cfg.Self at now.
+func New(cfg Config, now time.Time) (*State, error) {
+	if cfg.Federation == nil {
+		return nil, fmt.Errorf("ha: Config.Federation is required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Multiplier <= 0 {
+		cfg.Multiplier = DefaultMultiplier
+	}
+	if cfg.HoldDown <= 0 {
+		cfg.HoldDown = DefaultHoldDown
+	}
+	s := &State{cfg: cfg, sites: map[string][]string{}, siteOf: map[string]string{}, start: now,
+		tunnel: map[string]*target{}, lan: map[string]*target{}, entries: map[string]Entry{}, fresh: map[string]time.Time{},
+		links: map[plan.SitePair]*target{}}
+	for _, site := range cfg.Federation.Sites {
+		for _, g := range site.Gateways {
+			s.sites[site.Name] = append(s.sites[site.Name], g.Name)
+			s.siteOf[g.Name] = site.Name
+		}
+	}
+	site, ok := s.siteOf[cfg.Self]
+	if !ok {
+		return nil, fmt.Errorf("ha: gateway %q is not in federation %q", cfg.Self, cfg.Federation.Name)
+	}
+	s.site = site
+	s.active = cfg.HoldsVirtual && len(s.sites[site]) > 1
+	return s, nil
+}
+
+// Site is this gateway's site.
+func (s *State) Site() string { return s.site }
+
+// Siblings are the other gateways of this gateway's site, spec order.
+func (s *State) Siblings() []string {
+	var out []string
+	for _, g := range s.sites[s.site] {
+		if g != s.cfg.Self {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// detect is how long a target may stay silent.
+func (s *State) detect() time.Duration { return s.cfg.Interval * time.Duration(s.cfg.Multiplier) }
+
+// starting is true during the first moments, while the state does not
+// know enough to elect.
+func (s *State) starting(now time.Time) bool { return now.Sub(s.start) < 3*s.detect() }
+
+// Answered records an echo reply from gateway over the tunnel (lan false)
+// or the LAN.
+func (s *State) Answered(gateway string, lan bool, at time.Time) {
+	m := s.tunnel
+	if lan {
+		m = s.lan
+	}
+	t := m[gateway]
+	if t == nil {
+		t = &target{}
+		m[gateway] = t
+	}
+	if !t.answered || at.Sub(t.last) > s.detect() {
+		t.upSince = at
+	}
+	t.answered, t.last = true, at
+}
+
+// alive says whether t answered within the detection time; a target that
+// never answered is alive (not judged).
+func (s *State) alive(t *target, now time.Time) bool {
+	return t == nil || !t.answered || now.Sub(t.last) <= s.detect()
+}
+
+// answering is alive with at least one answer.
+func (s *State) answering(t *target, now time.Time) bool {
+	return t != nil && t.answered && now.Sub(t.last) <= s.detect()
+}
+
+// Receive takes a hello.
+func (s *State) Receive(h Hello, at time.Time) {
+	for _, e := range h.Entries {
+		if e.Gateway == s.cfg.Self || s.siteOf[e.Gateway] != e.Site {
+			continue
+		}
+		if old, ok := s.entries[e.Gateway]; ok && old.Seq >= e.Seq {
+			continue
+		}
+		s.entries[e.Gateway] = e
+		s.fresh[e.Gateway] = at
+	}
+}
+
+// freshEntry returns the entry of gateway when it is fresh.
+func (s *State) freshEntry(gateway string, now time.Time) (Entry, bool) {
+	e, ok := s.entries[gateway]
+	if !ok || now.Sub(s.fresh[gateway]) > 2*s.detect()+time.Second/2 {
+		return Entry{}, false
+	}
+	return e, true
+}
+
+// heard reports whether gateway's entry got newer within window.
+func (s *State) heard(gateway string, now time.Time, window time.Duration) bool {
+	at, ok := s.fresh[gateway]
+	return ok && now.Sub(at) <= window
+}
+
+// reach counts the other sites this gateway reaches through the tunnels.
+func (s *State) reach(now time.Time) int {
+	n := 0
+	for site, gws := range s.sites {
+		if site == s.site {
+			continue
+		}
+		for _, g := range gws {
+			if s.answering(s.tunnel[g], now) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// better reports whether claim (ea, a) beats (eb, b).
+func better(ea uint64, a string, eb uint64, b string) bool {
+	if ea != eb {
+		return ea > eb
+	}
+	return a < b
+}
+
+// claimant returns the best live claim of site other than this gateway's
+// own: the last entry of a gateway claiming active, while that gateway
+// answers.
+func (s *State) claimant(site string, now time.Time) (string, uint64, bool) {
+	var best string
+	var epoch uint64
+	found := false
+	for _, g := range s.sites[site] {
+		if g == s.cfg.Self {
+			continue
+		}
+		// A claim stands, fresh or not, until a better one or until its
+		// gateway stops answering: a killed agent does not end it.
+		e, ok := s.entries[g]
+		if !ok || !e.Active {
+			continue
+		}
+		// At the own site, a gateway the LAN does not show may still
+		// claim it through the tunnels (a split LAN): its claim is fresh.
+		_, fresh := s.freshEntry(g, now)
+		if site == s.site && !s.alive(s.lan[g], now) && !fresh {
+			continue
+		}
+		if site != s.site && !s.alive(s.tunnel[g], now) {
+			continue
+		}
+		if !found || better(e.Epoch, g, epoch, best) {
+			best, epoch, found = g, e.Epoch, true
+		}
+	}
+	return best, epoch, found
+}
+
+// maxEpoch is the highest epoch known at this gateway's site.
+func (s *State) maxEpoch() uint64 {
+	m := s.epoch
+	for _, g := range s.sites[s.site] {
+		if e, ok := s.entries[g]; ok && e.Epoch > m {
+			m = e.Epoch
+		}
+	}
+	return m
+}
+
+// defaultActive is the gateway the plan makes active at this gateway's
+// site when nobody claims (the first in spec order, or the one the
+// operator named).
+func (s *State) defaultActive(named string) string {
+	if named != "" && s.siteOf[named] == s.site {
+		return named
+	}
+	return s.sites[s.site][0]
+}
+
+// Tick runs the election and the link rules at now and returns the
+// decision; named is the active gateway the plan names for this site ("" for
+// the default). Events (for the log) accumulate until Events.
+func (s *State) Tick(now time.Time, named string) Decision {
+	d := Decision{Active: map[string]string{}, Down: map[string]bool{}, LinksDown: map[plan.SitePair]bool{}}
+	myReach := s.reach(now)
+	remoteSites := len(s.sites) - 1
+	if len(s.sites[s.site]) > 1 && !s.starting(now) {
+		s.elect(now, named, myReach, remoteSites)
+	}
+	d.SelfActive = s.active || len(s.sites[s.site]) == 1
+	d.Epoch = s.epoch
+	// The own site's active gateway.
+	if len(s.sites[s.site]) > 1 {
+		if s.active {
+			d.Active[s.site] = s.cfg.Self
+		} else if g, _, ok := s.claimant(s.site, now); ok {
+			d.Active[s.site] = g
+		} else if s.starting(now) || s.defaultActive(named) == s.cfg.Self {
+			// Not active (yet): never take the site's hosts before the
+			// election says so.
+			for _, g := range s.sites[s.site] {
+				if g != s.cfg.Self {
+					d.Active[s.site] = g
+					break
+				}
+			}
+		}
+	}
+	// Remote sites: the live claimant; gateways that stopped answering.
+	for site, gws := range s.sites {
+		if site == s.site {
+			continue
+		}
+		if g, _, ok := s.claimant(site, now); ok && len(gws) > 1 {
+			d.Active[site] = g
+		}
+		anyAlive := false
+		for _, g := range gws {
+			if s.answering(s.tunnel[g], now) {
+				anyAlive = true
+			}
+		}
+		for _, g := range gws {
+			t := s.tunnel[g]
+			if t == nil || !t.answered {
+				continue
+			}
+			if s.hold(t, now, anyAlive && len(gws) > 1, "gateway "+g) {
+				d.Down[g] = true
+				if d.Active[site] == g {
+					delete(d.Active, site)
+				}
+			}
+		}
+		// The link, judged by the site's active (or only) gateway.
+		p := plan.Pair(s.site, site)
+		lt := s.links[p]
+		if lt == nil {
+			lt = &target{}
+			s.links[p] = lt
+		}
+		// The link answers when any of the site's gateways does.
+		for _, g := range gws {
+			if t := s.tunnel[g]; t != nil && t.answered {
+				lt.answered = true
+				if t.last.After(lt.last) {
+					lt.last = t.last
+				}
+			}
+		}
+		if anyAlive && lt.upSince.IsZero() {
+			lt.upSince = now
+		}
+		if s.hold(lt, now, true, "link "+p.A+"<->"+p.B) && d.SelfActive {
+			d.LinksDown[p] = true
+		}
+	}
+	// Learned links: from every fresh entry of an active gateway.
+	for g, e := range s.entries {
+		if _, ok := s.freshEntry(g, now); !ok || !e.Active && len(s.sites[e.Site]) > 1 {
+			continue
+		}
+		for _, p := range e.LinksDown {
+			d.LinksDown[p] = true
+		}
+	}
+	// The hold-down keeps traffic on another path; a link to a site that
+	// has no other (the site was down as a whole, e.g. a relay's machine)
+	// comes back as soon as it answers.
+	for p, t := range s.links {
+		if !t.heldDown {
+			t.isolated = false
+			continue
+		}
+		// Remembered while the link is held: the first gateway to let its
+		// link up breaks the isolation the others would see.
+		t.isolated = t.isolated || s.isolated(p.A, d.LinksDown) || s.isolated(p.B, d.LinksDown)
+		if now.Sub(t.last) > s.detect() {
+			continue
+		}
+		if t.isolated {
+			t.isolated = false
+			t.heldDown = false
+			delete(d.LinksDown, p)
+			s.events = append(s.events, fmt.Sprintf("link %s<->%s up again: no other path to hold traffic on", p.A, p.B))
+		}
+	}
+	return d
+}
+
+// isolated reports whether every enabled link of site is down.
+func (s *State) isolated(site string, down map[plan.SitePair]bool) bool {
+	for other := range s.sites {
+		if other != site && s.cfg.Federation.LinkEnabled(site, other) && !down[plan.Pair(site, other)] {
+			return false
+		}
+	}
+	return true
+}
+
+// hold applies the hold-down to a judged target: it returns true while t
+// is dead or has not answered for HoldDown since it came back. cond false
+// means the target is not to be judged now (and not held).
+func (s *State) hold(t *target, now time.Time, cond bool, what string) bool {
+	if !t.answered {
+		return false
+	}
+	dead := now.Sub(t.last) > s.detect()
+	if dead {
+		t.upSince = time.Time{}
+	}
+	if !cond {
+		if t.heldDown {
+			t.heldDown = false
+			s.events = append(s.events, what+" no longer held down")
+		}
+		return false
+	}
+	switch {
+	case dead && !t.heldDown:
+		t.heldDown = true
+		s.events = append(s.events, fmt.Sprintf("%s down: no answer for %v", what, now.Sub(t.last).Round(time.Millisecond)))
+	case !dead && t.heldDown && !t.upSince.IsZero() && now.Sub(t.upSince) >= s.cfg.HoldDown:
+		t.heldDown = false
+		s.events = append(s.events, fmt.Sprintf("%s up again: answering for %v (hold-down)", what, s.cfg.HoldDown))
+	}
+	return t.heldDown
+}
+
+// elect runs the own site's election.
+func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
+	other, otherEpoch, claimed := s.claimant(s.site, now)
+	reachOK := myReach > 0 || remoteSites == 0
+	if s.active {
+		if claimed && better(otherEpoch, other, s.epoch, s.cfg.Self) {
+			s.active = false
+			s.events = append(s.events, fmt.Sprintf("standby: %s claims the site with epoch %d (mine %d)", other, otherEpoch, s.epoch))
+			return
+		}
+		if !reachOK {
+			for _, g := range s.Siblings() {
+				if e, ok := s.freshEntry(g, now); ok && e.Reach > 0 && s.answering(s.lan[g], now) {
+					s.active = false
+					s.events = append(s.events, fmt.Sprintf("standby: this gateway reaches no other site, %s reaches %d", g, e.Reach))
+					return
+				}
+			}
+		}
+		return
+	}
+	cur := other
+	if !claimed {
+		cur = s.defaultActive(named)
+	}
+	var why string
+	switch {
+	case cur == s.cfg.Self:
+		if !reachOK {
+			return
+		}
+		why = "no other gateway of the site claims it"
+	case !s.alive(s.lan[cur], now) && !s.heard(cur, now, s.detect()):
+		// Silent on the LAN and no news of it through the tunnels either
+		// (a split LAN alone moves nothing: it still serves the site).
+		why = fmt.Sprintf("active gateway %s does not answer on the LAN", cur)
+	case !s.alive(s.lan[cur], now):
+		return
+	default:
+		e, ok := s.freshEntry(cur, now)
+		if !(ok && e.Reach == 0 && myReach > 0) {
+			return
+		}
+		why = fmt.Sprintf("active gateway %s reaches no other site, this one reaches %d", cur, myReach)
+	}
+	if !reachOK {
+		return
+	}
+	s.active = true
+	s.epoch = s.maxEpoch() + 1
+	s.events = append(s.events, fmt.Sprintf("active (epoch %d): %s", s.epoch, why))
+}
+
+// Hello returns the hello to send at now: this gateway's entry and the
+// fresh entries it knows.
+func (s *State) Hello(now time.Time, d Decision) Hello {
+	reach := s.reach(now)
+	if s.starting(now) {
+		reach = -1
+	}
+	own := Entry{Gateway: s.cfg.Self, Site: s.site, Seq: now.UnixNano(), Active: d.SelfActive, Epoch: s.epoch, Reach: reach}
+	if d.SelfActive {
+		for p, t := range s.links {
+			if t.heldDown {
+				own.LinksDown = append(own.LinksDown, p)
+			}
+		}
+		slices.SortFunc(own.LinksDown, func(a, b plan.SitePair) int { return cmp.Or(cmp.Compare(a.A, b.A), cmp.Compare(a.B, b.B)) })
+	}
+	h := Hello{From: s.cfg.Self, Entries: []Entry{own}}
+	for _, g := range slices.Sorted(maps.Keys(s.entries)) {
+		if e, ok := s.freshEntry(g, now); ok {
+			h.Entries = append(h.Entries, e)
+		}
+	}
+	return h
+}
+
+// Events returns and clears what happened since the last call, for the
+// log.
+func (s *State) Events() []string {
+	ev := s.events
+	s.events = nil
+	return ev
+}
+
+func sortedPairs(m map[plan.SitePair]bool) []plan.SitePair {
+	out := slices.Collect(maps.Keys(m))
+	slices.SortFunc(out, func(a, b plan.SitePair) int { return cmp.Or(cmp.Compare(a.A, b.A), cmp.Compare(a.B, b.B)) })
+	return out
+}

@@ -1,0 +1,364 @@
+package ha
+
+import (
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// sim runs the states of every gateway of examples/ha.yaml on a fake
+// clock: echoes every Interval, hellos every two, over a network whose
+// faults the test sets.
+type sim struct {
+	t      *testing.T
+	f      *spec.Federation
+	now    time.Time
+	states map[string]*State
+	dec    map[string]Decision
+	names  []string
+	// Faults: a machine down, an agent killed (its kernel answers, it
+	// sends nothing), an uplink cut, a tunnel cut, the LAN split.
+	dead, agentDead, uplinkCut map[string]bool
+	cut                        map[plan.SitePair]bool // by gateway names
+	lanSplit                   bool
+	ticks                      int
+}
+
+func newSim(t *testing.T) *sim {
+	data, err := os.ReadFile("../../examples/ha.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := spec.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sim{t: t, f: f, now: time.Unix(1000, 0), states: map[string]*State{}, dec: map[string]Decision{},
+		dead: map[string]bool{}, agentDead: map[string]bool{}, uplinkCut: map[string]bool{}, cut: map[plan.SitePair]bool{}}
+	for _, site := range f.Sites {
+		for _, g := range site.Gateways {
+			s.names = append(s.names, g.Name)
+			s.start(g.Name, g.Name == "onprem-gw1")
+		}
+	}
+	slices.Sort(s.names)
+	return s
+}
+
+// start (re)starts the agent of gateway.
+func (s *sim) start(gateway string, holds bool) {
+	st, err := New(Config{Self: gateway, Federation: s.f, HoldsVirtual: holds}, s.now)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.states[gateway] = st
+}
+
+func (s *sim) site(g string) string { return s.states[g].siteOf[g] }
+
+// path says whether a packet gets from a to b (a tunnel between sites, the
+// LAN within one).
+func (s *sim) path(a, b string) bool {
+	if s.dead[a] || s.dead[b] {
+		return false
+	}
+	if s.site(a) == s.site(b) {
+		return !s.lanSplit
+	}
+	return !s.uplinkCut[a] && !s.uplinkCut[b] && !s.cut[plan.Pair(a, b)]
+}
+
+// run advances the clock by d.
+func (s *sim) run(d time.Duration) {
+	end := s.now.Add(d)
+	for s.now.Before(end) {
+		s.now = s.now.Add(DefaultInterval)
+		s.ticks++
+		for _, a := range s.names {
+			if s.dead[a] || s.agentDead[a] {
+				continue
+			}
+			for _, b := range s.names {
+				if a != b && s.path(a, b) && s.path(b, a) {
+					s.states[a].Answered(b, s.site(a) == s.site(b), s.now)
+				}
+			}
+		}
+		if s.ticks%2 == 0 {
+			for _, a := range s.names {
+				if s.dead[a] || s.agentDead[a] {
+					continue
+				}
+				h := s.states[a].Hello(s.now, s.dec[a])
+				for _, b := range s.names {
+					if a != b && !s.dead[b] && !s.agentDead[b] && s.path(a, b) {
+						s.states[b].Receive(h, s.now)
+					}
+				}
+			}
+		}
+		for _, a := range s.names {
+			if s.dead[a] || s.agentDead[a] {
+				continue
+			}
+			s.dec[a] = s.states[a].Tick(s.now, "")
+			for _, e := range s.states[a].Events() {
+				s.t.Logf("%v %s: %s", s.now.Sub(time.Unix(1000, 0)), a, e)
+			}
+		}
+	}
+}
+
+// activeAt returns who gateway g plans as lab's active gateway.
+func (s *sim) activeAt(g string) string {
+	in := s.dec[g].Apply(plan.Inputs{})
+	p, err := plan.ForGateway(s.f, in, g)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if g == "onprem-gw1" || g == "onprem-gw2" {
+		if p.LAN.Active {
+			return g
+		}
+		return "other"
+	}
+	for _, peer := range p.Peers {
+		for _, a := range peer.AllowedIPs {
+			if a.String() == "10.5.0.0/24" {
+				return peer.Gateway
+			}
+		}
+	}
+	return ""
+}
+
+// wantActive checks that every live agent plans want as lab's active
+// gateway, and that exactly one lab gateway says it is active.
+func (s *sim) wantActive(want string) {
+	s.t.Helper()
+	for _, g := range s.names {
+		if s.dead[g] || s.agentDead[g] {
+			continue
+		}
+		got := s.activeAt(g)
+		if (g == "onprem-gw1" || g == "onprem-gw2") && (got == g) != (g == want) {
+			s.t.Errorf("%s: active %v, want %s active", g, got == g, want)
+		}
+		if g != "onprem-gw1" && g != "onprem-gw2" && got != want {
+			s.t.Errorf("%s sends lab's prefix to %q, want %s", g, got, want)
+		}
+	}
+}
+
+func TestElectionSettles(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.wantActive("onprem-gw1")
+	if d := s.dec["onprem-gw1"]; !d.SelfActive || d.Epoch != 0 {
+		t.Errorf("gw1 decision %+v", d)
+	}
+}
+
+// A standby that starts without the virtual address stays standby during
+// its first moments and after, while the active answers.
+func TestStandbyNeverPreempts(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.start("onprem-gw2", false)
+	s.run(100 * time.Millisecond)
+	s.wantActive("onprem-gw1")
+	s.run(2 * time.Second)
+	s.wantActive("onprem-gw1")
+}
+
+func TestActiveMachineDown(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.dead["onprem-gw1"] = true
+	s.run(500 * time.Millisecond) // 300 ms detection, a hello or two
+	s.wantActive("onprem-gw2")
+	if e := s.dec["onprem-gw2"].Epoch; e != 1 {
+		t.Errorf("gw2 epoch %d, want 1", e)
+	}
+	// Repair: gw1 comes back, its agent restarts without the address: it
+	// stays standby (no preemption), everyone keeps gw2.
+	s.dead["onprem-gw1"] = false
+	s.start("onprem-gw1", false)
+	s.run(12 * time.Second)
+	s.wantActive("onprem-gw2")
+}
+
+func TestActiveUplinkCut(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.uplinkCut["onprem-gw1"] = true
+	s.run(600 * time.Millisecond)
+	s.wantActive("onprem-gw2")
+	s.uplinkCut["onprem-gw1"] = false
+	s.run(12 * time.Second)
+	s.wantActive("onprem-gw2")
+}
+
+// A killed agent is not a dead gateway: its kernel still answers, so no one
+// moves the site; the restarted agent finds its virtual address and stays
+// active.
+func TestAgentKilled(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.agentDead["onprem-gw1"] = true
+	s.run(5 * time.Second)
+	s.wantActive("onprem-gw1")
+	s.agentDead["onprem-gw1"] = false
+	s.start("onprem-gw1", true)
+	for range 40 {
+		s.run(DefaultInterval)
+		s.wantActive("onprem-gw1")
+	}
+}
+
+// The site's gateways lose sight of each other on the LAN but both reach
+// the other sites: the standby hears of the active through the tunnels, so
+// nothing moves, and no gateway claims the site twice.
+func TestLANSplit(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.lanSplit = true
+	for range 40 {
+		s.run(DefaultInterval)
+		s.wantActive("onprem-gw1")
+	}
+	s.lanSplit = false
+	s.run(3 * time.Second)
+	s.wantActive("onprem-gw1")
+	if e := s.dec["onprem-gw1"].Epoch; e != 0 {
+		t.Errorf("epoch %d after the split, want 0: someone claimed", e)
+	}
+}
+
+// A split brain (both gateways of the site claim it, e.g. after a
+// partition healed): the remote gateways and the site's gateways follow the
+// higher epoch at once, and the other gateway steps down.
+func TestSplitBrainHigherEpochWins(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.states["onprem-gw2"].active, s.states["onprem-gw2"].epoch = true, 3
+	s.run(300 * time.Millisecond)
+	s.wantActive("onprem-gw2")
+	if s.states["onprem-gw1"].active {
+		t.Error("gw1 did not step down")
+	}
+}
+
+// Two claims of the same epoch: the lower name wins, everywhere.
+func TestClaimTieBreak(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	for _, g := range []string{"onprem-gw1", "onprem-gw2"} {
+		s.states[g].active, s.states[g].epoch = true, 7
+	}
+	s.run(time.Second)
+	s.wantActive("onprem-gw1")
+	if !better(7, "a", 7, "b") || better(7, "b", 7, "a") || !better(8, "b", 7, "a") {
+		t.Error("better: the higher epoch, then the lower name")
+	}
+}
+
+// A cut link is held down by both ends and learned by the others, so every
+// gateway plans with it; it comes back after the hold-down, not before.
+func TestLinkDownHeldAndFlooded(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.cut[plan.Pair("aws-gw", "azure-gw")] = true
+	s.run(600 * time.Millisecond)
+	link := plan.Pair("aws-eu", "azure-we")
+	for _, g := range s.names {
+		if !s.dec[g].LinksDown[link] {
+			t.Errorf("%s does not hold %v down: %s", g, link, s.dec[g].Key())
+		}
+		if len(s.dec[g].LinksDown) != 1 || len(s.dec[g].Down) != 0 {
+			t.Errorf("%s holds more down: %s", g, s.dec[g].Key())
+		}
+	}
+	s.cut[plan.Pair("aws-gw", "azure-gw")] = false
+	s.run(5 * time.Second)
+	for _, g := range s.names {
+		if !s.dec[g].LinksDown[link] {
+			t.Errorf("%s let the link up before the hold-down", g)
+		}
+	}
+	s.run(7 * time.Second)
+	for _, g := range s.names {
+		if len(s.dec[g].LinksDown) != 0 {
+			t.Errorf("%s still holds links down after the hold-down: %s", g, s.dec[g].Key())
+		}
+	}
+}
+
+// A flapping link changes the decision twice: down at the first cut, up
+// one hold-down after the last repair.
+func TestLinkFlapChangesTwice(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	changes, last := 0, s.dec["aws-gw"].Key()
+	watch := func(d time.Duration) {
+		for range int(d / DefaultInterval) {
+			s.run(DefaultInterval)
+			if k := s.dec["aws-gw"].Key(); k != last {
+				changes, last = changes+1, k
+			}
+		}
+	}
+	for range 5 {
+		s.cut[plan.Pair("aws-gw", "azure-gw")] = true
+		watch(2 * time.Second)
+		s.cut[plan.Pair("aws-gw", "azure-gw")] = false
+		watch(2 * time.Second)
+	}
+	watch(12 * time.Second)
+	if changes != 2 {
+		t.Errorf("%d decision changes over 10 link changes, want 2", changes)
+	}
+}
+
+// A relay's machine goes down: every gateway holds its site's links down
+// and the pair it relayed plans the direct link.
+func TestRelayDown(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.dead["aws-gw"] = true
+	s.run(600 * time.Millisecond)
+	for _, g := range []string{"azure-gw", "gcp-gw"} {
+		p, err := plan.ForGateway(s.f, s.dec[g].Apply(plan.Inputs{}), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Routes {
+			if r.Via == "aws-gw" {
+				t.Errorf("%s still routes %s via the dead relay", g, r.Destination)
+			}
+		}
+	}
+}
+
+// A relay's site comes back: its links carry traffic as soon as they
+// answer, not after the hold-down (there was no other path to hold it on).
+func TestIsolatedSiteBackAtOnce(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.dead["aws-gw"] = true
+	s.run(2 * time.Second)
+	s.dead["aws-gw"] = false
+	s.start("aws-gw", false)
+	s.run(time.Second)
+	for _, g := range s.names {
+		for p := range s.dec[g].LinksDown {
+			if p.A == "aws-eu" || p.B == "aws-eu" {
+				t.Errorf("%s still holds %v down a second after aws-eu came back", g, p)
+			}
+		}
+	}
+}

@@ -1,0 +1,298 @@
+package plandelta
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// A plan's Local (plan.Local) is the whole federation and the planner's
+// inputs: the same for every gateway at one revision, and as large as
+// every plan's peers together. A Delta carries what changed in it as a
+// LocalDelta, which the manager computes once for all the gateways whose
+// plans moved from one Local to the next (DiffLocal) and shares between
+// their deltas.
+
+// LocalDelta turns the Local of a delta's base into the new plan's.
+type LocalDelta struct {
+	// Federation is the new federation without its sites, networks and
+	// links (Topology.Links), which Sites, Networks and Links rebuild.
+	Federation spec.Federation  `json:"federation"`
+	Sites      Edits[spec.Site] `json:"sites"`
+	Links      Edits[spec.Link] `json:"links"`
+	// Networks rebuild the networks without their sites, which
+	// NetworkSites edit by network name from the sites of the base's
+	// network of that name (none: those sites unchanged), so that a site
+	// joining a network over a thousand sites is one name, not a
+	// thousand.
+	Networks     Edits[spec.Network]      `json:"networks"`
+	NetworkSites map[string]Edits[string] `json:"networkSites,omitempty"`
+	// Hosts and Removed rebuild the inputs of the same name.
+	Hosts   Edits[plan.LocalHost] `json:"hosts"`
+	Removed Edits[string]         `json:"removed"`
+	// PublicKeys and Active are the entries of the maps of the same name
+	// that are new or changed; PublicKeysGone and ActiveGone name those
+	// dropped.
+	PublicKeys     map[string]plan.Key `json:"publicKeys,omitempty"`
+	PublicKeysGone []string            `json:"publicKeysGone,omitempty"`
+	Active         map[string]string   `json:"active,omitempty"`
+	ActiveGone     []string            `json:"activeGone,omitempty"`
+}
+
+// Edits rebuild a list from the base's version of it, keeping its order:
+// each Edit copies a run of the base's entries, then inserts new ones. A
+// list that keeps most of its entries takes an Edit per change.
+type Edits[T any] struct {
+	Ops []Edit[T] `json:"ops,omitempty"`
+	// Nil says the new list is absent (JSON null), not empty.
+	Nil bool `json:"nil,omitempty"`
+}
+
+// Edit copies base[From:From+Count], then appends Insert.
+type Edit[T any] struct {
+	From   int `json:"from,omitempty"`
+	Count  int `json:"count,omitempty"`
+	Insert []T `json:"insert,omitempty"`
+}
+
+// EncodeLocal returns l as JSON, as a plan carries it, and SumLocal(l).
+func EncodeLocal(l *plan.Local) ([]byte, [sha256.Size]byte, error) {
+	js, err := json.Marshal(l)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, fmt.Errorf("encoding the plan's local inputs: %w", err)
+	}
+	return js, sha256.Sum256(js), nil
+}
+
+// SumLocal returns the digest of l that Sum covers a plan's Local by:
+// SHA-256 of l as JSON (every field JSON has). A nil l sums to zeros.
+func SumLocal(l *plan.Local) [sha256.Size]byte {
+	if l == nil {
+		return [sha256.Size]byte{}
+	}
+	_, sum, err := EncodeLocal(l)
+	if err != nil {
+		// Unencodable cannot be sent either; match nothing real.
+		return sha256.Sum256([]byte("unencodable: " + err.Error()))
+	}
+	return sum
+}
+
+// DiffLocal returns the LocalDelta from old to new, or false when either
+// has no federation or names a network twice (then send the whole plan).
+// Its cost is one encoding of both (the caller shares the result between
+// plans).
+func DiffLocal(old, new *plan.Local) (*LocalDelta, bool) {
+	if old == nil || new == nil || old.Federation == nil || new.Federation == nil {
+		return nil, false
+	}
+	oldSites, ok := networkSites(old.Federation.Networks)
+	if !ok {
+		return nil, false
+	}
+	if _, ok := networkSites(new.Federation.Networks); !ok {
+		return nil, false
+	}
+	d := &LocalDelta{Federation: *new.Federation}
+	d.Federation.Sites, d.Federation.Networks, d.Federation.Topology.Links = nil, nil, nil
+	d.Sites = diffEdits(old.Federation.Sites, new.Federation.Sites)
+	d.Networks = diffEdits(withoutSites(old.Federation.Networks), withoutSites(new.Federation.Networks))
+	for _, n := range new.Federation.Networks {
+		if encode(n.Sites) != encode(oldSites[n.Name]) {
+			if d.NetworkSites == nil {
+				d.NetworkSites = map[string]Edits[string]{}
+			}
+			d.NetworkSites[n.Name] = diffEdits(oldSites[n.Name], n.Sites)
+		}
+	}
+	d.Links = diffEdits(old.Federation.Topology.Links, new.Federation.Topology.Links)
+	d.Hosts = diffEdits(old.Hosts, new.Hosts)
+	d.Removed = diffEdits(old.Removed, new.Removed)
+	d.PublicKeys, d.PublicKeysGone = diffMap(old.PublicKeys, new.PublicKeys)
+	d.Active, d.ActiveGone = diffMap(old.Active, new.Active)
+	return d, true
+}
+
+// applyLocal rebuilds the Local d was made for from base.
+func applyLocal(base *plan.Local, d *LocalDelta) (*plan.Local, error) {
+	if base == nil || base.Federation == nil {
+		return nil, fmt.Errorf("%w: the base plan has no local inputs", ErrMismatch)
+	}
+	f := d.Federation
+	var err error
+	if f.Sites, err = d.Sites.apply(base.Federation.Sites); err != nil {
+		return nil, fmt.Errorf("sites: %w", err)
+	}
+	baseSites, ok := networkSites(base.Federation.Networks)
+	if !ok {
+		return nil, fmt.Errorf("%w: the base names a network twice", ErrMismatch)
+	}
+	if f.Networks, err = d.Networks.apply(withoutSites(base.Federation.Networks)); err != nil {
+		return nil, fmt.Errorf("networks: %w", err)
+	}
+	for i, n := range f.Networks {
+		f.Networks[i].Sites = baseSites[n.Name]
+		if e, ok := d.NetworkSites[n.Name]; ok {
+			if f.Networks[i].Sites, err = e.apply(baseSites[n.Name]); err != nil {
+				return nil, fmt.Errorf("sites of network %s: %w", n.Name, err)
+			}
+		}
+	}
+	if f.Topology.Links, err = d.Links.apply(base.Federation.Topology.Links); err != nil {
+		return nil, fmt.Errorf("links: %w", err)
+	}
+	l := &plan.Local{Federation: &f}
+	if l.Hosts, err = d.Hosts.apply(base.Hosts); err != nil {
+		return nil, fmt.Errorf("hosts: %w", err)
+	}
+	if l.Removed, err = d.Removed.apply(base.Removed); err != nil {
+		return nil, fmt.Errorf("removed: %w", err)
+	}
+	l.PublicKeys = applyMap(base.PublicKeys, d.PublicKeys, d.PublicKeysGone)
+	l.Active = applyMap(base.Active, d.Active, d.ActiveGone)
+	return l, nil
+}
+
+// networkSites returns the sites of each network by name, or false when
+// a name is there twice.
+func networkSites(ns []spec.Network) (map[string][]string, bool) {
+	out := make(map[string][]string, len(ns))
+	for _, n := range ns {
+		if _, dup := out[n.Name]; dup {
+			return nil, false
+		}
+		out[n.Name] = n.Sites
+	}
+	return out, true
+}
+
+// withoutSites returns a copy of ns without their sites.
+func withoutSites(ns []spec.Network) []spec.Network {
+	if ns == nil {
+		return nil
+	}
+	out := make([]spec.Network, len(ns))
+	for i, n := range ns {
+		n.Sites = nil
+		out[i] = n
+	}
+	return out
+}
+
+// diffEdits returns the edits from old to new: each entry of new that
+// equals (as JSON) the entry of old after the one copied last extends the
+// run copied; one equal to another entry of old starts a run there; any
+// other is inserted.
+func diffEdits[T any](old, new []T) Edits[T] {
+	if new == nil {
+		return Edits[T]{Nil: true}
+	}
+	oldJS := make([]string, len(old))
+	at := make(map[string]int, len(old))
+	for i, x := range old {
+		oldJS[i] = encode(x)
+		if _, dup := at[oldJS[i]]; !dup {
+			at[oldJS[i]] = i
+		}
+	}
+	var e Edits[T]
+	next := -1 // the base index that continues the last run
+	for _, x := range new {
+		js := encode(x)
+		last := len(e.Ops) - 1
+		switch i, ok := at[js]; {
+		case next >= 0 && next < len(old) && oldJS[next] == js && len(e.Ops[last].Insert) == 0:
+			e.Ops[last].Count++
+			next++
+		case ok:
+			e.Ops = append(e.Ops, Edit[T]{From: i, Count: 1})
+			next = i + 1
+		case last >= 0:
+			e.Ops[last].Insert = append(e.Ops[last].Insert, x)
+			next = -1
+		default:
+			e.Ops = append(e.Ops, Edit[T]{Insert: []T{x}})
+			next = -1
+		}
+	}
+	if len(new) == 0 {
+		// An empty list, not an absent one: one empty edit says so.
+		e.Ops = []Edit[T]{{}}
+	}
+	return e
+}
+
+// apply rebuilds the list e was made for from base. The result shares the
+// entries copied with base.
+func (e Edits[T]) apply(base []T) ([]T, error) {
+	if e.Nil {
+		if len(e.Ops) > 0 {
+			return nil, fmt.Errorf("%w: an absent list with edits", ErrMismatch)
+		}
+		return nil, nil
+	}
+	n := 0
+	for _, op := range e.Ops {
+		if op.From < 0 || op.Count < 0 || op.From > len(base) || op.Count > len(base)-op.From {
+			return nil, fmt.Errorf("%w: copying entries %d to %d of a base of %d", ErrMismatch, op.From, op.From+op.Count, len(base))
+		}
+		n += op.Count + len(op.Insert)
+	}
+	out := make([]T, 0, n)
+	for _, op := range e.Ops {
+		out = append(out, base[op.From:op.From+op.Count]...)
+		out = append(out, op.Insert...)
+	}
+	return out, nil
+}
+
+// encode returns x as JSON (the form the sum covers), or a string that
+// equals no encoding when x has none.
+func encode(x any) string {
+	js, err := json.Marshal(x)
+	if err != nil {
+		return "\x00" + err.Error()
+	}
+	return string(js)
+}
+
+// diffMap returns the entries of new that old lacks or holds otherwise,
+// and the keys of old that new lacks, sorted.
+func diffMap[V comparable](old, new map[string]V) (set map[string]V, gone []string) {
+	for k, v := range new {
+		if o, ok := old[k]; !ok || o != v {
+			if set == nil {
+				set = map[string]V{}
+			}
+			set[k] = v
+		}
+	}
+	for k := range old {
+		if _, ok := new[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	slices.Sort(gone)
+	return set, gone
+}
+
+// applyMap returns base less the keys gone, with set's entries.
+func applyMap[V any](base, set map[string]V, gone []string) map[string]V {
+	if len(base) == 0 && len(set) == 0 {
+		return nil
+	}
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]V{}
+	}
+	for _, k := range gone {
+		delete(out, k)
+	}
+	maps.Copy(out, set)
+	return out
+}
