@@ -183,8 +183,7 @@ func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, st *state, p
 	}
 	var body, gz [][]byte
 	if wantDelta && p.prevGen != 0 && p.prevGen == after {
-		d, dz := p.answers.delta(p, rotate, v, lv)
-		body, gz = pieces(d), pieces(dz)
+		body, gz = p.answers.delta(p, rotate, v, lv)
 	}
 	if body != nil {
 		m.stats.deltas.Add(1)

@@ -302,11 +302,11 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 			old, ok = prev.plans[g.Name]
 		}
 		if edits[i] == nil || !ok {
-			made[i].digest = plandelta.NewDigestWithLocal(g, st.local.sum)
+			made[i].digest = plandelta.NewDigestWithLocal(g, st.local.digest)
 			return
 		}
 		d := plandelta.FromEdit(old.plan, g, *edits[i], [32]byte{})
-		made[i].digest = old.digest.Edited(old.plan, g, d, st.local.sum)
+		made[i].digest = old.digest.Edited(old.plan, g, d, st.local.digest)
 		made[i].delta = &d // its Local and sum are added when it is sent
 	})
 	for _, c := range made {

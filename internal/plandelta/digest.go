@@ -11,6 +11,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/spec"
 )
 
 // SumVersion is the version of the sum Digest makes, which deltas carry
@@ -37,6 +38,67 @@ const SumHeader = "Fednet-Plan-Sum"
 type Digest struct {
 	Lists [4]uint64
 	Sum   [sha256.Size]byte
+	// Local is the digest of the plan's Local, nil when it has none.
+	// Plans of one planning share theirs; it is never written to.
+	Local *LocalDigest
+}
+
+// LocalDigest is the digest of a plan's Local in sums of version 2: the
+// 64-bit xxHash of each site's JSON, in the federation's order, and Sum,
+// SHA-256 over the Local without its sites as JSON and those hashes. A
+// LocalDelta changes it by the sites it inserts (the sites it copies keep
+// their hashes), so an agent checks a Local rebuilt from a delta without
+// encoding the whole federation again.
+type LocalDigest struct {
+	Sites []uint64
+	Sum   [sha256.Size]byte
+}
+
+// NewLocalDigest returns the digest of l (nil for a nil l), encoding it
+// whole.
+func NewLocalDigest(l *plan.Local) *LocalDigest {
+	if l == nil {
+		return nil
+	}
+	ld := &LocalDigest{}
+	if l.Federation != nil {
+		ld.Sites = make([]uint64, len(l.Federation.Sites))
+		for i, site := range l.Federation.Sites {
+			ld.Sites[i] = siteHash(site)
+		}
+	}
+	ld.Sum = localSum(l, ld.Sites)
+	return ld
+}
+
+// siteHash is the xxHash of a site's JSON (every field JSON has, as
+// SumLocal covers it).
+func siteHash(s spec.Site) uint64 { return xxhash.Sum64String(encode(s)) }
+
+// localSum is LocalDigest.Sum of l with its sites' hashes.
+func localSum(l *plan.Local, sites []uint64) [sha256.Size]byte {
+	rest := *l
+	if l.Federation != nil {
+		f := *l.Federation
+		f.Sites = nil
+		rest.Federation = &f
+	}
+	b := append([]byte("fednet local sum 2\n"), encode(rest)...)
+	b = binary.AppendUvarint(b, uint64(len(sites)))
+	for _, h := range sites {
+		b = binary.LittleEndian.AppendUint64(b, h)
+	}
+	return sha256.Sum256(b)
+}
+
+// edited returns the digest of l, which ld's Local became by d: the sites
+// d copies keep their hashes, those it inserts are hashed.
+func (ld *LocalDigest) edited(l *plan.Local, d *LocalDelta) (*LocalDigest, error) {
+	sites, err := applyEdits(d.Sites, ld.Sites, siteHash)
+	if err != nil {
+		return nil, fmt.Errorf("sites: %w", err)
+	}
+	return &LocalDigest{Sites: sites, Sum: localSum(l, sites)}, nil
 }
 
 // The lists of a plan, in Digest.Lists.
@@ -50,17 +112,13 @@ const (
 // NewDigest returns the digest of g, hashing every entry (and encoding its
 // Local).
 func NewDigest(g plan.Gateway) Digest {
-	var local [sha256.Size]byte
-	if g.Local != nil {
-		local = SumLocal(g.Local)
-	}
-	return NewDigestWithLocal(g, local)
+	return NewDigestWithLocal(g, NewLocalDigest(g.Local))
 }
 
-// NewDigestWithLocal is NewDigest for a caller that has SumLocal(g.Local)
-// at hand.
-func NewDigestWithLocal(g plan.Gateway, local [sha256.Size]byte) Digest {
-	var d Digest
+// NewDigestWithLocal is NewDigest for a caller that has the digest of
+// g.Local at hand (NewLocalDigest; the plans of one planning share it).
+func NewDigestWithLocal(g plan.Gateway, local *LocalDigest) Digest {
+	d := Digest{Local: local}
 	var buf []byte
 	for _, p := range g.Peers {
 		d.Lists[listPeers] += hashOf(&buf, p, appendPeer)
@@ -78,11 +136,14 @@ func NewDigestWithLocal(g plan.Gateway, local [sha256.Size]byte) Digest {
 	return d
 }
 
+// Same reports whether d and o are the digests of the same plan.
+func (d Digest) Same(o Digest) bool { return d.Sum == o.Sum && d.Lists == o.Lists }
+
 // Bare returns the Sum of d's plan g without its Local (as a delta to an
 // agent that does not take Local carries it), without hashing the lists.
 func (d Digest) Bare(g plan.Gateway) [sha256.Size]byte {
 	g.Local = nil
-	return digestSum(g, d.Lists, [sha256.Size]byte{})
+	return digestSum(g, d.Lists, nil)
 }
 
 // hashOf is the xxHash of x's binary form, encoded into *buf.
@@ -92,8 +153,8 @@ func hashOf[T any](buf *[]byte, x T, enc func([]byte, T) []byte) uint64 {
 }
 
 // digestSum is Digest.Sum of g with the list digests lists and local, the
-// SumLocal of g's Local (read only when g has one).
-func digestSum(g plan.Gateway, lists [4]uint64, local [sha256.Size]byte) [sha256.Size]byte {
+// digest of g's Local (read only when g has one).
+func digestSum(g plan.Gateway, lists [4]uint64, local *LocalDigest) [sha256.Size]byte {
 	js, err := json.Marshal(head(g))
 	if err != nil {
 		js = []byte("unencodable: " + err.Error()) // as sumOf
@@ -107,7 +168,9 @@ func digestSum(g plan.Gateway, lists [4]uint64, local [sha256.Size]byte) [sha256
 	}
 	if g.Local != nil {
 		b = append(b, 'L')
-		b = append(b, local[:]...)
+		if local != nil {
+			b = append(b, local.Sum[:]...)
+		}
 	}
 	return sha256.Sum256(b)
 }
@@ -115,11 +178,12 @@ func digestSum(g plan.Gateway, lists [4]uint64, local [sha256.Size]byte) [sha256
 // Edited returns the digest of new, which d's plan old became by setting
 // and dropping entries of its lists as delta e says (the entries of new
 // it sets, the keys of old it drops; Remote and RemoteGone included; Head
-// and Sum are not read); local is SumLocal(new.Local), read only when new
-// has a Local. It hashes only the entries named, finding old's by key.
-func (d Digest) Edited(old, new plan.Gateway, e Delta, local [sha256.Size]byte) Digest {
+// and Sum are not read); local is the digest of new.Local, read only when
+// new has a Local. It hashes only the entries named, finding old's by key.
+func (d Digest) Edited(old, new plan.Gateway, e Delta, local *LocalDigest) Digest {
 	var buf []byte
 	out := d
+	out.Local = local
 	out.Lists[listPeers] = editList(&buf, out.Lists[listPeers], old.Peers, e.Peers, e.PeersGone, peerKey, comparePeerKey, appendPeer)
 	out.Lists[listRoutes] = editList(&buf, out.Lists[listRoutes], old.Routes, e.Routes, e.RoutesGone, routeKey, comparePrefix, appendRoute)
 	out.Lists[listFlows] = editList(&buf, out.Lists[listFlows], old.Firewall.Flows, e.Flows, e.FlowsGone, flowKey, compareFlowKey, appendFlow)
@@ -170,9 +234,15 @@ func ApplyDigest(base plan.Gateway, bd Digest, d Delta) (plan.Gateway, Digest, e
 	if err != nil {
 		return plan.Gateway{}, Digest{}, err
 	}
-	var local [sha256.Size]byte
-	if g.Local != nil {
-		local = SumLocal(g.Local)
+	var local *LocalDigest
+	switch {
+	case g.Local == nil:
+	case d.Local != nil && bd.Local != nil:
+		if local, err = bd.Local.edited(g.Local, d.Local); err != nil {
+			return plan.Gateway{}, Digest{}, err
+		}
+	default:
+		local = NewLocalDigest(g.Local)
 	}
 	nd := bd.Edited(base, g, d, local)
 	if fmt.Sprintf("%x", nd.Sum) != d.Sum {

@@ -163,14 +163,17 @@ func roundTrip(t *testing.T, gw string, from, want plan.Gateway) (plandelta.Delt
 // from's digest to want's, and ApplyDigest and Apply rebuild want.
 func checkDigest(t *testing.T, gw string, from, want plan.Gateway, d plandelta.Delta) {
 	t.Helper()
-	dg := plandelta.NewDigest(from).Edited(from, want, d, plandelta.SumLocal(want.Local))
-	if dg != plandelta.NewDigest(want) {
+	dg := plandelta.NewDigest(from).Edited(from, want, d, plandelta.NewLocalDigest(want.Local))
+	if !dg.Same(plandelta.NewDigest(want)) {
 		t.Fatalf("%s: the digest updated by the delta differs from the new plan's", gw)
 	}
 	d.Sum, d.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
 	got, dg2, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), d)
-	if err != nil || js(t, got) != js(t, want) || dg2 != dg {
-		t.Fatalf("%s: ApplyDigest: %v (plan equal: %v, digest equal: %v)", gw, err, err == nil && js(t, got) == js(t, want), dg2 == dg)
+	if err != nil || js(t, got) != js(t, want) || !dg2.Same(dg) {
+		t.Fatalf("%s: ApplyDigest: %v (plan equal: %v, digest equal: %v)", gw, err, err == nil && js(t, got) == js(t, want), dg2.Same(dg))
+	}
+	if want.Local != nil && (dg2.Local == nil || dg2.Local.Sum != plandelta.NewLocalDigest(want.Local).Sum) {
+		t.Fatalf("%s: ApplyDigest's digest of the Local differs from the Local's", gw)
 	}
 	if got, err := plandelta.Apply(from, d); err != nil || js(t, got) != js(t, want) {
 		t.Fatalf("%s: Apply of a delta with a sum of version 2: %v", gw, err)
