@@ -21,7 +21,7 @@ VERSION ?= 0.1.0
 ARCH    ?= $(shell $(GO) env GOARCH)
 PKG_DIR ?= build/pkg
 
-.PHONY: all deps build test unit fuzz check demo bench bench-dataplane bench-abw scale faults package screenshot clean
+.PHONY: all deps build test unit fuzz check demo bench bench-dataplane bench-wgdev bench-abw scale faults package screenshot clean
 
 all: build
 
@@ -94,6 +94,17 @@ scale: deps build
 BENCH_RUNS ?= 3
 bench-dataplane: deps build
 	for i in $$(seq $(BENCH_RUNS)); do ./$(BIN) bench --spec examples/bridged.yaml --out bench-dataplane-$$i || exit 1; done
+
+# bench-wgdev compares userspace WireGuard devices A/B on one two-site
+# tunnel without fednet (docs/bench.md, "Comparing devices"): each variant of
+# WGDEV_VARIANTS (NAME: [KEY=VALUE ...] [wgdev flags], separated by ';') in
+# turn, WGDEV_ROUNDS rounds; prints a table of throughput, idle RTT and CPU
+# seconds per gigabyte. Takes the lab lock.
+WGDEV_VARIANTS ?= wireguard-go: --tun wireguard-go --aqm off; fednet: --tcp-fallback 443
+WGDEV_ROUNDS ?= 3
+bench-wgdev: deps
+	flock -o /tmp/fednet-lab.lock $(GO) test -count=1 -timeout 40m -run '^TestDevices$$' -v ./internal/bench \
+		-bench.devices '$(WGDEV_VARIANTS)' -bench.rounds $(WGDEV_ROUNDS)
 
 # bench-abw runs the available-bandwidth accuracy runs (as root, in a lab):
 # bottlenecks of 20, 100 and 400 Mbit/s, without and with 30 % cross traffic,

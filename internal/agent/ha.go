@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 
+	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/ha"
 	"github.com/fednet/fednet/internal/metrics"
@@ -58,6 +59,10 @@ type haSource struct {
 	inForce string // the key of the decision in force, "" for none
 	targets map[netip.Addr]haTarget
 	kick    chan struct{}
+	// active is the gateway the decision holds active at the own site,
+	// since when.
+	active      string
+	activeSince time.Time
 }
 
 type haTarget struct {
@@ -187,8 +192,10 @@ func (h *haSource) decide() (plan.Gateway, string) {
 	}
 	h.targets = haTargets(inner)
 	if !h.decided {
-		h.dec = h.state.Tick(time.Now(), inner.Local.Active[inner.Site])
+		now := time.Now()
+		h.dec = h.state.Tick(now, inner.Local.Active[inner.Site])
 		h.decided = true
+		h.noteActiveLocked(now)
 	}
 	h.inForce = h.dec.Key()
 	if h.inForce == "" {
@@ -204,6 +211,41 @@ func (h *haSource) decide() (plan.Gateway, string) {
 		return inner, ""
 	}
 	return p, h.inForce
+}
+
+// noteActiveLocked notes which gateway h.dec holds active at the own
+// site, and since when it does. h.mu must be held.
+func (h *haSource) noteActiveLocked(now time.Time) {
+	active := h.dec.Active[h.state.Site()]
+	if h.dec.SelfActive {
+		active = h.last.Plan.Name
+	}
+	if active != h.active {
+		h.active, h.activeSince = active, now
+	}
+}
+
+// Status returns what the failover holds of the own site, for the status
+// report; nil before the first decision (or for plans without Local).
+func (h *haSource) Status() *api.FailoverStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == nil || h.active == "" {
+		return nil
+	}
+	self := h.last.Plan.Name
+	st := &api.FailoverStatus{Active: h.active, ActiveSince: h.activeSince.UTC()}
+	if h.active == self {
+		st.Epoch = h.dec.Epoch
+	}
+	if c, ok := h.state.LastRoleChange(); ok {
+		f := &api.Failover{At: c.At.UTC(), From: self, To: c.Other, Cause: c.Cause}
+		if c.Active {
+			f.From, f.To = c.Other, self
+		}
+		st.LastFailover = f
+	}
+	return st
 }
 
 // haTargets are the addresses to echo: every peer's transit address
@@ -280,6 +322,7 @@ func (h *haSource) monitor(ctx context.Context) {
 		dec := h.state.Tick(now, named)
 		events := h.state.Events()
 		h.dec, h.decided = dec, true
+		h.noteActiveLocked(now)
 		changed := dec.Key() != h.inForce
 		var hello []byte
 		if seq%2 == 0 {

@@ -86,3 +86,33 @@ func TestHASourceFirstPlan(t *testing.T) {
 		t.Error("a plan without local inputs was changed")
 	}
 }
+
+// TestRelays: with every link up no peer's site is relayed; with the link
+// aws-eu<->gcp-ew down, aws-gw sends gcp-ew's traffic through a gateway
+// of a third site, and its report names that gateway for the link to
+// gcp-gw only.
+func TestRelays(t *testing.T) {
+	plans := haPlans(t)
+	if r := relays(plans["aws-gw"]); len(r) != 0 {
+		t.Errorf("relays with every link up: %v", r)
+	}
+	l := plans["aws-gw"].Local
+	p, err := plan.ForGateway(l.Federation, l.Inputs().WithLinkDown("aws-eu", "gcp-ew"), "aws-gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Local = l
+	r := relays(p)
+	via, ok := r["gcp-gw"]
+	if !ok || len(r) != 1 {
+		t.Fatalf("relays with aws-eu<->gcp-ew down: %v; want gcp-gw only", r)
+	}
+	_, site, _ := l.Federation.Gateway(via)
+	if site.Name == "aws-eu" || site.Name == "gcp-ew" {
+		t.Errorf("gcp-gw relayed via %s of site %s, not a third site", via, site.Name)
+	}
+	p.Local = nil
+	if r := relays(p); r != nil {
+		t.Errorf("relays of a plan without Local: %v", r)
+	}
+}

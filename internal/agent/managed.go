@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -117,8 +118,12 @@ func RunManaged(ctx context.Context, cfg ManagedConfig) error {
 		return err
 	}
 	defer unlock()
+	src := newHASource(s, cfg.HA, cfg.Metrics, s.logf)
+	if h, ok := src.(*haSource); ok {
+		s.failover = h.Status
+	}
 	loop, err := NewLoop(LoopConfig{
-		Source: newHASource(s, cfg.HA, cfg.Metrics, s.logf), Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
+		Source: src, Dataplane: s.dp, Resync: cfg.Resync, Probes: cfg.Probes, Bandwidth: cfg.Bandwidth,
 		Metrics: cfg.Metrics, LinkChanged: s.poke, Logf: s.logf,
 	})
 	if err != nil {
@@ -140,6 +145,9 @@ type managerSource struct {
 	// loop is the loop the source feeds (its status and links go into
 	// reports, its estimator runs relayed measurements); set before Run.
 	loop *Loop
+	// failover returns what the failover holds of the site, for reports
+	// (nil with failover off); set before Run.
+	failover func() *api.FailoverStatus
 
 	// Set by open, read-only after.
 	dp     dataplane.Dataplane // built with the key at start
@@ -697,7 +705,44 @@ func (s *managerSource) status(ctx context.Context) api.StatusReport {
 	}
 	r.Generation, r.Revision = st.Generation, st.Revision
 	r.Links = s.loop.Links(ctx, *st.Plan)
+	vias := relays(*st.Plan)
+	for i, l := range r.Links {
+		r.Links[i].Via = vias[l.Peer]
+	}
+	if s.failover != nil {
+		r.Failover = s.failover()
+	}
 	return r
+}
+
+// relays returns, by peer, the gateway of another site that p sends the
+// traffic for the peer's site to (a relayed path); peers whose site p
+// reaches directly are not in it, nor any when p has no Local (which
+// holds the sites' prefixes).
+func relays(p plan.Gateway) map[string]string {
+	if p.Local == nil || p.Local.Federation == nil {
+		return nil
+	}
+	carrier := map[netip.Prefix]plan.Peer{}
+	for _, pe := range p.Peers {
+		for _, a := range pe.AllowedIPs {
+			carrier[a] = pe
+		}
+	}
+	prefixes := map[string][]netip.Prefix{}
+	for _, site := range p.Local.Federation.Sites {
+		prefixes[site.Name] = site.Prefixes
+	}
+	out := map[string]string{}
+	for _, pe := range p.Peers {
+		for _, a := range prefixes[pe.Site] {
+			if c, ok := carrier[a]; ok && c.Site != pe.Site {
+				out[pe.Gateway] = c.Gateway
+				break
+			}
+		}
+	}
+	return out
 }
 
 // maxApplyError bounds the apply error of a status report (the manager

@@ -228,6 +228,37 @@ type StatusReport struct {
 	Revision   int          `json:"revision"`
 	ApplyError string       `json:"applyError,omitempty"`
 	Links      []LinkStatus `json:"links"`
+	// Failover is what the agent's failover holds of its own site; nil
+	// from agents that do not fail over (--no-failover, or older).
+	Failover *FailoverStatus `json:"failover,omitempty"`
+}
+
+// FailoverStatus is a gateway's view of its own site's active gateway
+// (docs/resilience.md).
+type FailoverStatus struct {
+	// Active is the gateway the agent holds active at its site (itself at
+	// a one-gateway site); Epoch the active's claim (0 at a one-gateway
+	// site, or while the plan's default stands).
+	Active string `json:"active"`
+	Epoch  uint64 `json:"epoch,omitempty"`
+	// ActiveSince is since when the agent has held Active active (its
+	// start at the latest).
+	ActiveSince time.Time `json:"activeSince"`
+	// LastFailover is the last change of the site's active gateway this
+	// gateway made (taking over or stepping down); nil when none since
+	// the agent started.
+	LastFailover *Failover `json:"lastFailover,omitempty"`
+}
+
+// Failover is one change of a site's active gateway.
+type Failover struct {
+	At time.Time `json:"at"`
+	// From is the gateway that was active, To the one that is.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Cause is why, as the election says it ("active gateway onprem-gw1
+	// does not answer on the LAN").
+	Cause string `json:"cause"`
 }
 
 // LinkStatus is the link to one peer as the agent's data plane sees it.
@@ -261,6 +292,10 @@ type LinkStatus struct {
 	// AvailableBandwidth is the latest available-bandwidth estimate of the
 	// link in bits per second, 0 when none was made.
 	AvailableBandwidth float64 `json:"availableBandwidthBps,omitempty"`
+	// Via names the gateway of another site through which this gateway
+	// sends the traffic for the peer's site now, when the direct link
+	// cannot carry it (a relayed path); empty when direct.
+	Via string `json:"via,omitempty"`
 }
 
 // LinkProbe is what the link probes of one link measured (docs/probe.md):
@@ -314,6 +349,14 @@ type Site struct {
 	Region   string         `json:"region,omitempty"`
 	Prefixes []netip.Prefix `json:"prefixes"`
 	Gateways []string       `json:"gateways"`
+	// Active is the site's active gateway as its gateways report it
+	// (the one that reports holding the role, with the highest epoch),
+	// and ActiveSince since when; empty while none reported.
+	Active      string    `json:"active,omitempty"`
+	ActiveSince time.Time `json:"activeSince,omitzero"`
+	// LastFailover is the latest change of the active gateway its
+	// gateways report, with its cause; nil when none did.
+	LastFailover *Failover `json:"lastFailover,omitempty"`
 }
 
 // Link is the read model of a link, as the gateway From reports it.
@@ -340,6 +383,10 @@ type Link struct {
 	// Egress is the estimated cost of what From sent on the link; nil when
 	// the spec's egressPrices has no price for From's site.
 	Egress *LinkEgress `json:"egress,omitempty"`
+	// Via is, when From relays its traffic for To's site through another
+	// site's gateway now, that gateway (LinkStatus.Via); empty when
+	// direct.
+	Via string `json:"via,omitempty"`
 }
 
 // LinkEgress is the estimated egress cost of a link: the price of the
@@ -363,6 +410,7 @@ type Network struct {
 type Overview struct {
 	Revision   int       `json:"revision"`
 	Generation int64     `json:"generation"`
+	Sites      []Site    `json:"sites"`
 	Gateways   []Gateway `json:"gateways"`
 	Links      []Link    `json:"links"`
 }

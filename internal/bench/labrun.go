@@ -145,7 +145,7 @@ func (r *labRun) setUp(ctx context.Context) error {
 		r.onCleanup(ref.Down)
 	}
 	mtu := r.tunnelMTU(ctx)
-	if err := startStandalone(ctx, ref, r.cfg.Binary, mtu); err != nil {
+	if _, err := startStandalone(ctx, ref, mtu, standaloneDevice(r.cfg.Binary)); err != nil {
 		return err
 	}
 	rh := []demo.Pair{{From: ref.Hosts(r.a)[0], To: ref.Hosts(r.b)[0]}}

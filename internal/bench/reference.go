@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,14 +55,21 @@ func referenceSpec(f *spec.Federation, a, b string) *spec.Federation {
 
 // startStandalone joins the two sites of the reference lab r with a plain
 // WireGuard tunnel, configured by hand as an operator without fednet would:
-// a userspace device per gateway (`fednet wgdev --tun wireguard-go --aqm
-// off`, which is wireguard-go and nothing else), `wg set` with fresh keys, the tunnel MTU mtu, a route to
-// the other site's prefixes and IP forwarding. No firewall, no agent.
-func startStandalone(ctx context.Context, r *lab.Lab, binary string, mtu int) error {
+// a userspace device per gateway (the command argv with the interface
+// name added, standaloneDevice(binary) when nil: wireguard-go and nothing
+// else), `wg set` with
+// fresh keys, the tunnel MTU mtu, a route to the other site's prefixes and
+// IP forwarding. No firewall, no agent. It returns the devices' processes;
+// deleting the interface (stopStandalone) ends them.
+func startStandalone(ctx context.Context, r *lab.Lab, mtu int, argv []string) ([]*lab.Process, error) {
 	gws := r.Gateways()
 	if len(gws) != 2 {
-		return fmt.Errorf("reference lab: want 2 gateways, have %d", len(gws))
+		return nil, fmt.Errorf("reference lab: want 2 gateways, have %d", len(gws))
 	}
+	if argv == nil {
+		return nil, errors.New("standalone tunnel: no device command")
+	}
+	var procs []*lab.Process
 	type end struct {
 		node    *lab.Node
 		keyFile string
@@ -71,22 +79,20 @@ func startStandalone(ctx context.Context, r *lab.Lab, binary string, mtu int) er
 	for i, gw := range gws {
 		k, err := wgtypes.GeneratePrivateKey()
 		if err != nil {
-			return err
+			return procs, err
 		}
 		keyFile := filepath.Join(gw.Dir, "standalone.key")
 		if err := os.WriteFile(keyFile, []byte(k.String()+"\n"), 0o600); err != nil {
-			return fmt.Errorf("standalone key of %s: %w", gw, err)
+			return procs, fmt.Errorf("standalone key of %s: %w", gw, err)
 		}
 		ends[i] = end{node: gw, keyFile: keyFile, pub: k.PublicKey()}
-		// wireguard-go's own TUN device and queues: the reference is
-		// wireguard-go as it comes, without fednet's offloads and queue
-		// management.
-		p, err := r.Start(gw, binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), "--aqm", "off", standaloneIface)
+		p, err := r.Start(gw, argv[0], append(slices.Clone(argv[1:]), standaloneIface)...)
 		if err != nil {
-			return err
+			return procs, err
 		}
+		procs = append(procs, p)
 		if err := waitSocket(ctx, filepath.Join(gw.WireGuardDir(), standaloneIface+".sock"), p); err != nil {
-			return fmt.Errorf("standalone wireguard-go in %s: %w", gw, err)
+			return procs, fmt.Errorf("standalone wireguard-go in %s: %w", gw, err)
 		}
 	}
 	port := r.Federation.Overlay.ListenPort
@@ -115,11 +121,38 @@ func startStandalone(ctx context.Context, r *lab.Lab, binary string, mtu int) er
 		}
 		for _, s := range steps {
 			if _, err := e.node.Run(ctx, s[0], s[1:]...); err != nil {
-				return fmt.Errorf("standalone tunnel: %w", err)
+				return procs, fmt.Errorf("standalone tunnel: %w", err)
 			}
 		}
 	}
-	return nil
+	return procs, nil
+}
+
+// standaloneDevice is the command of the standalone tunnel's devices:
+// `fednet wgdev` on wireguard-go's own TUN device and queues, wireguard-go
+// as it comes, without fednet's offloads and queue management.
+func standaloneDevice(binary string) []string {
+	return []string{binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), "--aqm", "off"}
+}
+
+// stopStandalone removes the standalone tunnel's interfaces from the
+// reference lab r, which ends its devices procs, and waits until they
+// have exited (at most 10 s).
+func stopStandalone(ctx context.Context, r *lab.Lab, procs []*lab.Process) error {
+	var errs []error
+	for _, gw := range r.Gateways() {
+		if _, err := gw.Run(ctx, "ip", "link", "del", standaloneIface); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, p := range procs {
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			errs = append(errs, errors.Join(fmt.Errorf("the standalone device in %s did not exit", p.Node), p.Stop(ctx)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // waitSocket polls until the UAPI socket exists, the device process exits,

@@ -368,6 +368,33 @@ func unsafeRune(r rune) bool {
 	return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
 }
 
+// pathCell says how a link's traffic goes: direct, or via the gateway
+// that relays it.
+func pathCell(l api.Link) string {
+	if l.Via == "" {
+		return "direct"
+	}
+	return "via " + esc(l.Via)
+}
+
+// sinceCell renders since when a site's active gateway holds the role,
+// "-" when no gateway reported it.
+func sinceCell(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return ago(t, now)
+}
+
+// failoverCell is a site's last failover: when, from which gateway to
+// which, and why; "-" when none was reported.
+func failoverCell(f *api.Failover, now time.Time) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s: %s -> %s (%s)", ago(f.At, now), dash(esc(f.From)), esc(f.To), esc(f.Cause))
+}
+
 func linkState(up bool) string {
 	if up {
 		return "up"
@@ -437,10 +464,13 @@ func newStatusCmd() *cobra.Command {
 	var cf connFlags
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the federation on one screen: revision, gateways, links",
+		Short: "Show the federation on one screen: revision, gateways, sites' active gateways, links",
 		Long: `Status shows the current revision; every gateway, whether it has applied its
 current plan ("applied") or not yet ("behind"; APPLIED and PLAN are the plan
-generations), and how long ago it last reported; and every link as its
+generations), and how long ago it last reported; each site's active gateway
+(the one holding the site's virtual address and carrying its traffic), since
+when, and the last failover its gateways reported, with its cause; and every
+link as its
 gateway reports it: up when a WireGuard handshake happened in the last three
 minutes and the last 3 link probes were not all lost; the probes' round-trip
 time (median and 99th percentile) and loss over the last minute; the
@@ -494,19 +524,28 @@ func printOverview(w io.Writer, o *api.Overview, now time.Time) {
 		fmt.Fprintf(w, "apply error on %s\n", e)
 	}
 	fmt.Fprintln(w)
+	if len(o.Sites) > 0 {
+		tw = newTable(w)
+		fmt.Fprintln(tw, "SITE\tACTIVE\tSINCE\tLAST FAILOVER")
+		for _, s := range o.Sites {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", esc(s.Name), dash(esc(s.Active)), sinceCell(s.ActiveSince, now), failoverCell(s.LastFailover, now))
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
 	up := 0
 	if len(o.Links) == 0 {
 		fmt.Fprintln(w, "no links reported yet")
 	} else {
 		tw = newTable(w)
 		priced := anyPriced(o.Links)
-		fmt.Fprintln(tw, "LINK\tSTATE\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
+		fmt.Fprintln(tw, "LINK\tSTATE\tPATH\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
 		for _, l := range o.Links {
 			if l.Up {
 				up++
 			}
 			rtt, loss := probeFigures(l.Probe)
-			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), rtt, loss, ago(l.LastHandshake, now),
+			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), pathCell(l), rtt, loss, ago(l.LastHandshake, now),
 				dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
 		}
 		tw.Flush()
@@ -576,15 +615,16 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 	switch kind {
 	case "sites":
 		v, err := c.Sites(ctx)
-		return v, func(w io.Writer, _ time.Time) {
+		return v, func(w io.Writer, now time.Time) {
 			tw := newTable(w)
-			fmt.Fprintln(tw, "NAME\tPROVIDER\tREGION\tPREFIXES\tGATEWAYS")
+			fmt.Fprintln(tw, "NAME\tPROVIDER\tREGION\tPREFIXES\tGATEWAYS\tACTIVE\tSINCE\tLAST FAILOVER")
 			for _, s := range v {
 				var ps []string
 				for _, p := range s.Prefixes {
 					ps = append(ps, p.String())
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", esc(s.Name), esc(s.Provider), dash(s.Region), dash(strings.Join(ps, ",")), dash(strings.Join(s.Gateways, ",")))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", esc(s.Name), esc(s.Provider), dash(s.Region), dash(strings.Join(ps, ",")), dash(strings.Join(s.Gateways, ",")),
+					dash(esc(s.Active)), sinceCell(s.ActiveSince, now), failoverCell(s.LastFailover, now))
 			}
 			tw.Flush()
 		}, err
@@ -609,10 +649,10 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 		return v, func(w io.Writer, now time.Time) {
 			tw := newTable(w)
 			priced := anyPriced(v)
-			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tTRANSPORT\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
+			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tPATH\tTRANSPORT\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
 			for _, l := range v {
 				rtt, loss := probeFigures(l.Probe)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), dash(esc(string(l.Transport))), rtt, loss, ago(l.LastHandshake, now),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), pathCell(l), dash(esc(string(l.Transport))), rtt, loss, ago(l.LastHandshake, now),
 					dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
 			}
 			tw.Flush()

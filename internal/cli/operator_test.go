@@ -703,3 +703,36 @@ func TestCostCell(t *testing.T) {
 		t.Errorf("status without the egress cost:\n%s", b.String())
 	}
 }
+
+// TestFailoverRendering: status names each site's active gateway, since
+// when, and its last failover with the cause; a relayed link shows the
+// gateway it goes through, a direct one "direct"; get sites and get links
+// show the same.
+func TestFailoverRendering(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	sites := []api.Site{
+		{Name: "lab", Gateways: []string{"onprem-gw1", "onprem-gw2"}, Active: "onprem-gw2", ActiveSince: now.Add(-3 * time.Minute),
+			LastFailover: &api.Failover{At: now.Add(-3 * time.Minute), From: "onprem-gw1", To: "onprem-gw2", Cause: "active gateway onprem-gw1 does not answer on the LAN"}},
+		{Name: "aws", Gateways: []string{"aws-gw"}},
+	}
+	links := []api.Link{{From: "azure-gw", To: "gcp-gw", Up: true, Via: "onprem-gw2"}, {From: "azure-gw", To: "aws-gw", Up: true}}
+	var b strings.Builder
+	printOverview(&b, &api.Overview{Revision: 1, Sites: sites, Links: links}, now)
+	out := b.String()
+	for _, want := range []string{
+		"lab   onprem-gw2  3m ago  3m ago: onprem-gw1 -> onprem-gw2 (active gateway onprem-gw1 does not answer on the LAN)",
+		"aws   -           -       -",
+		"azure-gw -> gcp-gw  up     via onprem-gw2",
+		"azure-gw -> aws-gw  up     direct",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if got := failoverCell(sites[0].LastFailover, now); got != "3m ago: onprem-gw1 -> onprem-gw2 (active gateway onprem-gw1 does not answer on the LAN)" {
+		t.Errorf("failoverCell = %q", got)
+	}
+	if got := pathCell(links[0]); got != "via onprem-gw2" {
+		t.Errorf("pathCell = %q", got)
+	}
+}

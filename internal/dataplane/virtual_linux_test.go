@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/plan"
@@ -24,6 +25,31 @@ import (
 // entry for it follows the gratuitous ARP without the host asking, and the
 // host's pings to it go on being answered.
 func TestVirtualAddressMoves(t *testing.T) {
+	testVirtualMove(t, virtualFamily{
+		netlink: netlink.FAMILY_V4, site: "10.9.0.0/24", virtual: "10.9.0.254", gw1: "10.9.0.253", gw2: "10.9.0.252", host: "10.9.0.10",
+		announce: "gratuitous ARP",
+	})
+}
+
+// TestVirtualAddressMovesIPv6: the same with an IPv6 virtual address,
+// which the gateway taking it announces with an unsolicited neighbor
+// advertisement.
+func TestVirtualAddressMovesIPv6(t *testing.T) {
+	testVirtualMove(t, virtualFamily{
+		netlink: netlink.FAMILY_V6, site: "fd00:9::/64", virtual: "fd00:9::fe", gw1: "fd00:9::fd", gw2: "fd00:9::fc", host: "fd00:9::10",
+		announce: "unsolicited neighbor advertisement",
+	})
+}
+
+// virtualFamily are the addresses of a virtual address test in one IP
+// version, and how the taking gateway announces the address.
+type virtualFamily struct {
+	netlink                       int
+	site, virtual, gw1, gw2, host string
+	announce                      string
+}
+
+func testVirtualMove(t *testing.T, fam virtualFamily) {
 	if !inner(t) {
 		return
 	}
@@ -50,8 +76,8 @@ func TestVirtualAddressMoves(t *testing.T) {
 	if err := netlink.LinkSetUp(br); err != nil {
 		t.Fatal(err)
 	}
-	site := netip.MustParsePrefix("10.9.0.0/24")
-	virtual := netip.PrefixFrom(netip.MustParseAddr("10.9.0.254"), 24)
+	site := netip.MustParsePrefix(fam.site)
+	virtual := netip.PrefixFrom(netip.MustParseAddr(fam.virtual), site.Bits())
 	// macOf reads the LAN interface's address when asked: udev may set
 	// another one shortly after the interface appears.
 	macOf := func(ns netns.NsHandle) func() net.HardwareAddr {
@@ -88,7 +114,10 @@ func TestVirtualAddressMoves(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(site.Bits(), 32)}}
+			a := &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(site.Bits(), addr.BitLen())}}
+			if addr.Is6() {
+				a.Flags = unix.IFA_F_NODAD // usable at once
+			}
 			if err := netlink.AddrAdd(lan, a); err != nil {
 				t.Fatal(err)
 			}
@@ -98,11 +127,11 @@ func TestVirtualAddressMoves(t *testing.T) {
 		})
 		return ns, macOf(ns)
 	}
-	gw1, mac1 := node("gw1", netip.MustParseAddr("10.9.0.253"))
-	gw2, mac2 := node("gw2", netip.MustParseAddr("10.9.0.252"))
-	host, _ := node("host", netip.MustParseAddr("10.9.0.10"))
+	gw1, mac1 := node("gw1", netip.MustParseAddr(fam.gw1))
+	gw2, mac2 := node("gw2", netip.MustParseAddr(fam.gw2))
+	host, _ := node("host", netip.MustParseAddr(fam.host))
 	lanPlan := func(own string, active bool) plan.Gateway {
-		return plan.Gateway{LAN: plan.LAN{Address: netip.PrefixFrom(netip.MustParseAddr(own), 24), Virtual: virtual, Active: active}}
+		return plan.Gateway{LAN: plan.LAN{Address: netip.PrefixFrom(netip.MustParseAddr(own), site.Bits()), Virtual: virtual, Active: active}}
 	}
 	hold := func(ns netns.NsHandle, p plan.Gateway, want string) {
 		t.Helper()
@@ -130,7 +159,7 @@ func TestVirtualAddressMoves(t *testing.T) {
 	neighbor := func() net.HardwareAddr {
 		var mac net.HardwareAddr
 		in(host, func() {
-			ns, err := netlink.NeighList(0, netlink.FAMILY_V4)
+			ns, err := netlink.NeighList(0, fam.netlink)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,20 +172,20 @@ func TestVirtualAddressMoves(t *testing.T) {
 		return mac
 	}
 
-	hold(gw1, lanPlan("10.9.0.253", true), "ip address add 10.9.0.254/24 dev lan")
-	hold(gw2, lanPlan("10.9.0.252", false), "")
+	hold(gw1, lanPlan(fam.gw1, true), "ip address add "+virtual.String()+" dev lan")
+	hold(gw2, lanPlan(fam.gw2, false), "")
 	ping("3")
 	if got := neighbor(); !bytes.Equal(got, mac1()) {
 		t.Fatalf("the host's neighbor entry for %s is %s, want gw1's %s", virtual.Addr(), got, mac1())
 	}
 
 	// The move: gw1 releases, gw2 takes and announces. The host sends
-	// nothing meanwhile: only the gratuitous ARP can change its entry.
-	hold(gw1, lanPlan("10.9.0.253", false), "ip address del 10.9.0.254/24 dev lan")
-	hold(gw2, lanPlan("10.9.0.252", true), "gratuitous ARP")
+	// nothing meanwhile: only the announcement can change its entry.
+	hold(gw1, lanPlan(fam.gw1, false), "ip address del "+virtual.String()+" dev lan")
+	hold(gw2, lanPlan(fam.gw2, true), fam.announce)
 	await.Until(t, 5*time.Second, func() (bool, string) {
 		got := neighbor()
-		return bytes.Equal(got, mac2()), "the host's neighbor entry for the virtual address is " + got.String() + ", not gw2's " + mac2().String() + " (the gratuitous ARP did not reach it)"
+		return bytes.Equal(got, mac2()), "the host's neighbor entry for the virtual address is " + got.String() + ", not gw2's " + mac2().String() + " (the " + fam.announce + " did not reach it)"
 	})
 	ping("3")
 	if got := neighbor(); !bytes.Equal(got, mac2()) {
@@ -164,10 +193,10 @@ func TestVirtualAddressMoves(t *testing.T) {
 	}
 	// Down releases it.
 	in(gw2, func() {
-		if _, err := releaseVirtual(lanPlan("10.9.0.252", true)); err != nil {
+		if _, err := releaseVirtual(lanPlan(fam.gw2, true)); err != nil {
 			t.Fatal(err)
 		}
-		_, held, err := lanLink(netip.MustParseAddr("10.9.0.252"), virtual.Addr())
+		_, held, err := lanLink(netip.MustParseAddr(fam.gw2), virtual.Addr())
 		if err != nil || held {
 			t.Errorf("after releaseVirtual gw2 holds the address: %v, %v", held, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestShortSuite(t *testing.T) {
 	t.Cleanup(func() { lab.Down(context.Background(), name) })
 	rep, err := Run(ctx, Config{
 		SpecYAML: string(specYAML),
-		Only:     []string{LinkCut, StandbyDown, AgentKilled},
+		Only:     []string{LinkCut, StandbyDown, AgentKilled, ActiveGatewayDown},
 		Binary:   binary,
 		LabName:  name,
 		Settle:   time.Second,
@@ -66,7 +67,7 @@ func TestShortSuite(t *testing.T) {
 	for _, r := range rep.Faults {
 		names = append(names, r.Name)
 	}
-	if !slices.Equal(names, []string{AgentKilled, StandbyDown, LinkCut}) {
+	if !slices.Equal(names, []string{ActiveGatewayDown, AgentKilled, StandbyDown, LinkCut}) {
 		t.Fatalf("faults run: %v", names)
 	}
 	for _, r := range rep.Faults {
@@ -98,6 +99,14 @@ func TestShortSuite(t *testing.T) {
 		if r := byName[n]; r.Lost != 0 || !r.TCPSurvived {
 			t.Errorf("%s: %d of %d probes lost, TCP survived %v (%s); want nothing lost", n, r.Lost, r.Sent, r.TCPSurvived, r.TCPDetail)
 		}
+	}
+	// After the active gateway went down, the manager shows the new
+	// active (the gateway holding the virtual address) and the failover
+	// with its cause, as the agents reported them.
+	if r := byName[ActiveGatewayDown]; r.SiteActive == "" || r.SiteActive == r.Target || r.SiteActive != r.VirtualAddressHolder ||
+		r.LastFailover == nil || r.LastFailover.From != r.Target || r.LastFailover.To != r.SiteActive || !strings.Contains(r.LastFailover.Cause, r.Target) {
+		t.Errorf("after %s (%s down): site active %q, virtual address at %q, last failover %+v; want the other gateway, from %s, with a cause naming it",
+			r.Name, r.Target, r.SiteActive, r.VirtualAddressHolder, r.LastFailover, r.Target)
 	}
 	// The cut concerns aws-eu <-> azure-we (4 routed pairs), gcp-ew <->
 	// azure-we, relayed by aws-gw over the same link (4), and the bridged

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/fednet/fednet/internal/api"
 )
 
 // Manager states a Result records: what the manager was doing when the
@@ -68,6 +70,12 @@ type Result struct {
 	// VirtualAddressHolder is the gateway holding the HA site's virtual
 	// address after the fault.
 	VirtualAddressHolder string `json:"virtual_address_holder,omitempty"`
+	// SiteActive and LastFailover are the HA site's active gateway and
+	// last failover as the manager shows them after the fault (fednet get
+	// sites), read once it names the holder of the virtual address (or
+	// after 15 s); empty while the manager is down.
+	SiteActive   string        `json:"site_active,omitempty"`
+	LastFailover *api.Failover `json:"last_failover,omitempty"`
 	// Losses lists every pair that lost probes, concerned or not.
 	Losses []PairLoss `json:"losses,omitempty"`
 	// Error says why the fault could not be measured (then the numbers

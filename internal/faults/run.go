@@ -150,8 +150,43 @@ func (r *runner) run(ctx context.Context, name string) Result {
 			}
 			res.VirtualAddressHolder = strings.Join(names, ",")
 		}
+		if !r.managerDown {
+			if err := r.siteStatus(ctx, &res); err != nil {
+				res.Error = joinMsg(res.Error, "reading the sites from the manager: "+err.Error())
+			}
+		}
 	}
 	return res
+}
+
+// siteStatus reads what the manager shows of the HA site into res,
+// polling until it names the virtual address's holder as the active
+// gateway (status reports follow each apply, and come every 5 s) or 15 s
+// pass.
+func (r *runner) siteStatus(ctx context.Context, res *Result) error {
+	cl, err := r.m.ClientAs(r.m.AdminToken())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		sites, err := cl.Sites(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range sites {
+			if s.Name == r.haSite {
+				res.SiteActive, res.LastFailover = s.Active, s.LastFailover
+			}
+		}
+		if res.SiteActive == res.VirtualAddressHolder || time.Now().After(deadline) {
+			return nil
+		}
+		if err := sleepUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
+			return err
+		}
+	}
 }
 
 // waitAnswering waits until every pair has answered every probe for a

@@ -159,6 +159,33 @@ type State struct {
 	epoch       uint64
 	links       map[plan.SitePair]*target // own links' state (by remote site)
 	events      []string
+	change      *RoleChange // the last change of this gateway's role
+}
+
+// RoleChange is a change of this gateway's role that the election made.
+type RoleChange struct {
+	At time.Time
+	// Active: this gateway took the site over; else it stepped down.
+	Active bool
+	// Other is the gateway that was active before (Active) or that is
+	// active now (stepped down); empty when none was.
+	Other string
+	// Cause is why, in the election's words.
+	Cause string
+}
+
+// LastRoleChange returns the last change of this gateway's role, if any.
+func (s *State) LastRoleChange() (RoleChange, bool) {
+	if s.change == nil {
+		return RoleChange{}, false
+	}
+	return *s.change, true
+}
+
+// changed records a change of this gateway's role and logs it as event.
+func (s *State) changed(c RoleChange, event string) {
+	s.change = &c
+	s.events = append(s.events, event)
 }
 
 // New returns the state of cfg.Self at now.
@@ -508,14 +535,16 @@ func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
 	if s.active {
 		if claimed && better(otherEpoch, other, s.epoch, s.cfg.Self) {
 			s.active = false
-			s.events = append(s.events, fmt.Sprintf("standby: %s claims the site with epoch %d (mine %d)", other, otherEpoch, s.epoch))
+			why := fmt.Sprintf("%s claims the site with epoch %d (mine %d)", other, otherEpoch, s.epoch)
+			s.changed(RoleChange{At: now, Other: other, Cause: why}, "standby: "+why)
 			return
 		}
 		if !reachOK {
 			for _, g := range s.Siblings() {
 				if e, ok := s.freshEntry(g, now); ok && e.Reach > 0 && s.answering(s.lan[g], now) {
 					s.active = false
-					s.events = append(s.events, fmt.Sprintf("standby: this gateway reaches no other site, %s reaches %d", g, e.Reach))
+					why := fmt.Sprintf("this gateway reaches no other site, %s reaches %d", g, e.Reach)
+					s.changed(RoleChange{At: now, Other: g, Cause: why}, "standby: "+why)
 					return
 				}
 			}
@@ -551,7 +580,11 @@ func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
 	}
 	s.active = true
 	s.epoch = s.maxEpoch() + 1
-	s.events = append(s.events, fmt.Sprintf("active (epoch %d): %s", s.epoch, why))
+	before := cur
+	if cur == s.cfg.Self {
+		before = ""
+	}
+	s.changed(RoleChange{At: now, Active: true, Other: before, Cause: why}, fmt.Sprintf("active (epoch %d): %s", s.epoch, why))
 }
 
 // Hello returns the hello to send at now: this gateway's entry and the

@@ -184,6 +184,10 @@ func TestActiveMachineDown(t *testing.T) {
 	if e := s.dec["onprem-gw2"].Epoch; e != 1 {
 		t.Errorf("gw2 epoch %d, want 1", e)
 	}
+	c, ok := s.states["onprem-gw2"].LastRoleChange()
+	if !ok || !c.Active || c.Other != "onprem-gw1" || c.Cause != "active gateway onprem-gw1 does not answer on the LAN" || c.At.Before(s.now.Add(-500*time.Millisecond)) {
+		t.Errorf("gw2's last role change %+v (%v), want taking over from onprem-gw1, which does not answer on the LAN, in the last 500 ms", c, ok)
+	}
 	// Repair: gw1 comes back, its agent restarts without the address: it
 	// stays standby (no preemption), everyone keeps gw2.
 	s.dead["onprem-gw1"] = false
@@ -195,9 +199,18 @@ func TestActiveMachineDown(t *testing.T) {
 func TestActiveUplinkCut(t *testing.T) {
 	s := newSim(t)
 	s.run(2 * time.Second)
+	if _, ok := s.states["onprem-gw2"].LastRoleChange(); ok {
+		t.Error("a standby that never took over has a role change")
+	}
 	s.uplinkCut["onprem-gw1"] = true
 	s.run(600 * time.Millisecond)
 	s.wantActive("onprem-gw2")
+	if c, ok := s.states["onprem-gw2"].LastRoleChange(); !ok || !c.Active || c.Other != "onprem-gw1" || c.Cause != "active gateway onprem-gw1 reaches no other site, this one reaches 3" {
+		t.Errorf("gw2's last role change %+v (%v), want taking over from onprem-gw1, which reaches no other site", c, ok)
+	}
+	if c, ok := s.states["onprem-gw1"].LastRoleChange(); !ok || c.Active || c.Other != "onprem-gw2" {
+		t.Errorf("gw1's last role change %+v (%v), want stepping down for onprem-gw2", c, ok)
+	}
 	s.uplinkCut["onprem-gw1"] = false
 	s.run(12 * time.Second)
 	s.wantActive("onprem-gw2")

@@ -61,7 +61,7 @@ func (s *consoleSource) Snapshot(ctx context.Context) (console.Snapshot, error) 
 	now := s.m.now()
 	snap := console.Snapshot{
 		Revision: st.rev.Number, Generation: st.gen,
-		Sites: siteModels(st), Networks: networkModels(st),
+		Sites: siteModels(st, reps), Networks: networkModels(st),
 		Gateways: gatewayModels(st, reps), Links: links(st, reps, now),
 		Revisions: revs, Plans: plans, Now: now,
 	}

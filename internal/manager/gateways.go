@@ -495,23 +495,93 @@ func (m *Manager) getSites(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, siteModels(m.snapshot()))
+	reps, err := m.reports(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, siteModels(m.snapshot(), reps))
 }
 
-// siteModels are the read models of the spec's sites, in spec order.
-func siteModels(st *state) []api.Site {
+// siteModels are the read models of the spec's sites, in spec order, with
+// each site's active gateway and last failover as its gateways' reports
+// say.
+func siteModels(st *state, reps map[string]report) []api.Site {
 	out := []api.Site{}
 	if st.fed != nil {
 		for _, s := range st.fed.Sites {
 			site := api.Site{Name: s.Name, Provider: s.Provider, Region: s.Region, Prefixes: s.Prefixes, Gateways: []string{}}
+			var views []siteView
 			for _, g := range s.Gateways {
 				site.Gateways = append(site.Gateways, g.Name)
+				if rep, ok := reps[g.Name]; ok && rep.Failover != nil && !st.gateways[g.Name].Removed {
+					views = append(views, siteView{g.Name, *rep.Failover})
+				}
 			}
+			site.Active, site.ActiveSince, site.LastFailover = activeOf(views)
 			out = append(out, site)
 		}
 	}
 	return out
 }
+
+// siteView is what one gateway reports of its site.
+type siteView struct {
+	gateway string
+	api.FailoverStatus
+}
+
+// activeOf returns a site's active gateway, since when, and its last
+// failover from what its gateways report: the active is the one that
+// reports holding the role (the highest epoch, if two do while they do not
+// see each other), else what the latest-starting view names; the last
+// failover is the latest reported, as the gateway that took the role
+// tells it when it reported that change too.
+func activeOf(views []siteView) (string, time.Time, *api.Failover) {
+	var active string
+	var since time.Time
+	var epoch uint64
+	holder := false
+	for _, v := range views {
+		self := v.Active == v.gateway
+		switch {
+		case self && (!holder || v.Epoch > epoch):
+			active, since, epoch, holder = v.Active, v.ActiveSince, v.Epoch, true
+		case !holder && v.ActiveSince.After(since):
+			active, since = v.Active, v.ActiveSince
+		}
+	}
+	var last *api.Failover
+	for _, v := range views {
+		if f := v.LastFailover; f != nil && (last == nil || f.At.After(last.At)) {
+			last = f
+		}
+	}
+	if last != nil {
+		// The same change as the gateway that took the role saw it.
+		for _, v := range views {
+			if f := v.LastFailover; f != nil && f.To == v.gateway && f.From == last.From && f.To == last.To {
+				last = f
+			}
+		}
+		// A gateway that took a role nobody held any more (the active
+		// stepped down first: it reached no other site) knows no cause
+		// but that; the one that stepped down for it knows the cause.
+		if last.From == "" {
+			for _, v := range views {
+				if f := v.LastFailover; f != nil && f.From == v.gateway && f.To == last.To && !f.At.After(last.At) && last.At.Sub(f.At) <= stepDownWindow {
+					last = f
+				}
+			}
+		}
+		c := *last
+		last = &c
+	}
+	return active, since, last
+}
+
+// stepDownWindow is how long before a gateway took its site's role the
+// active may have stepped down for it, for the failover to be one change.
+const stepDownWindow = 5 * time.Second
 
 func (m *Manager) getNetworks(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
@@ -562,7 +632,7 @@ func links(st *state, reps map[string]report, now time.Time) []api.Link {
 				established = probe.HandshakeUp(hs, now)
 			}
 			out = append(out, api.Link{
-				From: name, To: l.Peer,
+				From: name, To: l.Peer, Via: l.Via,
 				Up:      established && (l.Probe == nil || l.Probe.Up),
 				Backend: l.Backend, Transport: l.Transport,
 				Endpoint: l.Endpoint, LastHandshake: hs,
@@ -613,7 +683,7 @@ func (m *Manager) getOverview(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	st := m.snapshot()
-	return writeJSON(w, http.StatusOK, api.Overview{Revision: st.rev.Number, Generation: st.gen, Gateways: gatewayModels(st, reps), Links: links(st, reps, m.now())})
+	return writeJSON(w, http.StatusOK, api.Overview{Revision: st.rev.Number, Generation: st.gen, Sites: siteModels(st, reps), Gateways: gatewayModels(st, reps), Links: links(st, reps, m.now())})
 }
 
 // drainKey is the context key of the channel Serve closes when it starts

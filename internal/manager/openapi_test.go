@@ -152,6 +152,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"PlanBounds": plan.Bounds{}, "PlanLAN": plan.LAN{}, "HostJoinRequest": api.HostJoinRequest{}, "HostTunnelResponse": api.HostTunnelResponse{},
 		"HostTunnel": plan.HostTunnel{}, "Host": api.Host{}, "PlanNeighborRule": plan.NeighborRule{},
 		"BandwidthRequest": api.BandwidthRequest{}, "Measurement": api.Measurement{}, "BandwidthResult": api.BandwidthResult{},
+		"FailoverStatus": api.FailoverStatus{}, "Failover": api.Failover{},
 	}
 	for name, v := range types {
 		s, ok := doc.Components.Schemas[name]

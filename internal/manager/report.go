@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -23,6 +24,7 @@ const (
 	maxProbeRTT     = time.Minute // RTT percentiles and jitter
 	maxBandwidthBps = 1e13        // 10 Tbit/s
 	maxClockSkew    = time.Hour   // a handshake this far in the future is refused
+	maxCause        = 512         // bytes of a failover's cause
 	minHandshake    = 946684800   // 2000-01-01, unix seconds: earlier is no handshake of ours
 )
 
@@ -64,11 +66,63 @@ func checkReport(rep *api.StatusReport, st *state, name string, now time.Time) e
 		if err := checkLink(l, now, func(f, format string, args ...any) error { return bad(field(f), format, args...) }); err != nil {
 			return err
 		}
+		if l.Via != "" && !peerOf(p.plan, l.Via) {
+			if strict {
+				return bad(field("via"), "%q is not a peer of gateway %s in its plan (generation %d); name the peer that relays, or leave it out", l.Via, name, p.Generation)
+			}
+			l.Via = ""
+		}
 		if planned && peerOf(p.plan, l.Peer) {
 			kept = append(kept, l)
 		}
 	}
 	rep.Links = kept
+	return checkFailover(rep.Failover, st, name, now, bad)
+}
+
+// checkFailover checks the failover part of gateway name's report: the
+// gateways it names are of name's site, the cause is short text, the
+// times are not in the future.
+func checkFailover(f *api.FailoverStatus, st *state, name string, now time.Time, bad func(field, format string, args ...any) error) error {
+	if f == nil {
+		return nil
+	}
+	var site []string
+	if st.fed != nil {
+		if _, s, ok := st.fed.Gateway(name); ok {
+			for _, g := range s.Gateways {
+				site = append(site, g.Name)
+			}
+		}
+	}
+	ofSite := func(field, g string, empty bool) error {
+		if (empty && g == "") || slices.Contains(site, g) {
+			return nil
+		}
+		return bad(field, "%q is not a gateway of %s's site (%s)", g, name, strings.Join(site, ", "))
+	}
+	if err := ofSite("failover.active", f.Active, false); err != nil {
+		return err
+	}
+	if f.ActiveSince.After(now.Add(maxClockSkew)) {
+		return bad("failover.activeSince", "%s is in the future (the manager's clock says %s)", f.ActiveSince.Format(time.RFC3339), now.Format(time.RFC3339))
+	}
+	l := f.LastFailover
+	if l == nil {
+		return nil
+	}
+	switch {
+	case ofSite("failover.lastFailover.from", l.From, true) != nil:
+		return ofSite("failover.lastFailover.from", l.From, true)
+	case ofSite("failover.lastFailover.to", l.To, true) != nil:
+		return ofSite("failover.lastFailover.to", l.To, true)
+	case len(l.Cause) > maxCause:
+		return bad("failover.lastFailover.cause", "%d bytes; at most %d", len(l.Cause), maxCause)
+	case !utf8.ValidString(l.Cause):
+		return bad("failover.lastFailover.cause", "not valid UTF-8")
+	case l.At.After(now.Add(maxClockSkew)):
+		return bad("failover.lastFailover.at", "%s is in the future (the manager's clock says %s)", l.At.Format(time.RFC3339), now.Format(time.RFC3339))
+	}
 	return nil
 }
 

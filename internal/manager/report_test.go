@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,14 @@ func TestReportValidation(t *testing.T) {
 		{"infinite bandwidth", []api.LinkStatus{link(func(l *api.LinkStatus) { l.AvailableBandwidth = 1e300 })}, nil, "links[0].availableBandwidthBps"},
 		{"huge apply error", nil, func(r *api.StatusReport) { r.ApplyError = strings.Repeat("x", 9<<10) }, "applyError"},
 		{"negative generation", nil, func(r *api.StatusReport) { r.Generation = -1 }, "generation"},
+		{"relayed by a stranger", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Via = "evil-gw" })}, nil, "links[0].via"},
+		{"active of another site", nil, func(r *api.StatusReport) { r.Failover = &api.FailoverStatus{Active: "azure-gw"} }, "failover.active"},
+		{"failover to another site", nil, func(r *api.StatusReport) {
+			r.Failover = &api.FailoverStatus{Active: "aws-gw", LastFailover: &api.Failover{To: "azure-gw"}}
+		}, "failover.lastFailover.to"},
+		{"huge cause", nil, func(r *api.StatusReport) {
+			r.Failover = &api.FailoverStatus{Active: "aws-gw", LastFailover: &api.Failover{To: "aws-gw", Cause: strings.Repeat("x", 600)}}
+		}, "failover.lastFailover.cause"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,5 +129,84 @@ func TestMetricsBoundedByPlan(t *testing.T) {
 	h.ok(req{method: "DELETE", path: gwPath(api.PathGateway, "onprem-gw")}, nil)
 	if m := scrape(); strings.Contains(m, `peer="onprem-gw"`) || !strings.Contains(m, `peer="azure-gw"`) {
 		t.Errorf("metrics after onprem-gw left aws-gw's plan:\n%s", m)
+	}
+}
+
+// TestFailoverReportShown: what the gateways of a two-gateway site report
+// of its active gateway and last failover is what get sites and the
+// overview show (the gateway holding the role, the cause as the gateway
+// that took over tells it); a relayed link shows the gateway it goes
+// through.
+func TestFailoverReportShown(t *testing.T) {
+	h := newHarness(t)
+	doc, err := os.ReadFile("../../examples/ha.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.putSpec(string(doc))
+	now := h.clock.Now().UTC().Truncate(time.Second)
+	took := api.Failover{At: now.Add(-time.Minute), From: "onprem-gw1", To: "onprem-gw2", Cause: "active gateway onprem-gw1 does not answer on the LAN"}
+	steppedDown := api.Failover{At: now.Add(-time.Minute + time.Second), From: "onprem-gw1", To: "onprem-gw2", Cause: "onprem-gw2 claims the site with epoch 2 (mine 1)"}
+	reports := map[string]api.StatusReport{
+		"onprem-gw2": {Failover: &api.FailoverStatus{Active: "onprem-gw2", Epoch: 2, ActiveSince: took.At, LastFailover: &took},
+			Links: []api.LinkStatus{{Peer: "gcp-gw"}, {Peer: "aws-gw", Via: "gcp-gw"}}},
+		"onprem-gw1": {Failover: &api.FailoverStatus{Active: "onprem-gw2", ActiveSince: steppedDown.At, LastFailover: &steppedDown}},
+		"aws-gw":     {Failover: &api.FailoverStatus{Active: "aws-gw", ActiveSince: now.Add(-time.Hour)}},
+	}
+	for gw, rep := range reports {
+		cred, _ := h.enroll(gw)
+		p := h.plan(gw)
+		rep.Generation, rep.Revision = p.Generation, p.Revision
+		h.ok(req{method: "PUT", path: gwPath(api.PathStatus, gw), token: cred, body: rep}, nil)
+	}
+	var sites []api.Site
+	h.ok(req{method: "GET", path: api.PathSites}, &sites)
+	var o api.Overview
+	h.ok(req{method: "GET", path: api.PathFederation}, &o)
+	for _, got := range [][]api.Site{sites, o.Sites} {
+		byName := map[string]api.Site{}
+		for _, s := range got {
+			byName[s.Name] = s
+		}
+		lab := byName["lab"]
+		if lab.Active != "onprem-gw2" || !lab.ActiveSince.Equal(took.At) || lab.LastFailover == nil || *lab.LastFailover != took {
+			t.Errorf("site lab: active %q since %v, last failover %+v; want onprem-gw2 since %v, %+v", lab.Active, lab.ActiveSince, lab.LastFailover, took.At, took)
+		}
+		if aws := byName["aws-eu"]; aws.Active != "aws-gw" || aws.LastFailover != nil {
+			t.Errorf("site aws-eu: active %q, last failover %+v", aws.Active, aws.LastFailover)
+		}
+		if gcp := byName["gcp-ew"]; gcp.Active != "" || !gcp.ActiveSince.IsZero() {
+			t.Errorf("site gcp-ew, which reported nothing: active %q since %v", gcp.Active, gcp.ActiveSince)
+		}
+	}
+	var links []api.Link
+	h.ok(req{method: "GET", path: api.PathLinks}, &links)
+	vias := map[string]string{}
+	for _, l := range links {
+		if l.From == "onprem-gw2" {
+			vias[l.To] = l.Via
+		}
+	}
+	if vias["aws-gw"] != "gcp-gw" || vias["gcp-gw"] != "" || len(vias) != 2 {
+		t.Errorf("onprem-gw2's links' paths: %v; want aws-gw via gcp-gw, gcp-gw direct", vias)
+	}
+	// The active stepped down first (it reaches no other site), the other
+	// took the role nobody held: the failover is the step-down's, cause
+	// included.
+	down := api.Failover{At: now.Add(-30 * time.Second), From: "onprem-gw2", To: "onprem-gw1", Cause: "this gateway reaches no other site, onprem-gw1 reaches 3"}
+	took2 := api.Failover{At: down.At.Add(30 * time.Millisecond), To: "onprem-gw1", Cause: "no other gateway of the site claims it"}
+	for gw, f := range map[string]api.FailoverStatus{
+		"onprem-gw1": {Active: "onprem-gw1", Epoch: 3, ActiveSince: took2.At, LastFailover: &took2},
+		"onprem-gw2": {Active: "onprem-gw1", ActiveSince: down.At, LastFailover: &down},
+	} {
+		cred, _ := h.enroll(gw)
+		p := h.plan(gw)
+		h.ok(req{method: "PUT", path: gwPath(api.PathStatus, gw), token: cred, body: api.StatusReport{Generation: p.Generation, Revision: p.Revision, Failover: &f}}, nil)
+	}
+	h.ok(req{method: "GET", path: api.PathSites}, &sites)
+	for _, s := range sites {
+		if s.Name == "lab" && (s.Active != "onprem-gw1" || s.LastFailover == nil || *s.LastFailover != down) {
+			t.Errorf("site lab after a step-down: active %q, last failover %+v; want onprem-gw1, %+v", s.Active, s.LastFailover, down)
+		}
 	}
 }

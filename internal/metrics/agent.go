@@ -171,11 +171,20 @@ func (a *Agent) DataplaneRestarted(restored bool) {
 	a.restarts.WithLabelValues(gw, site, result).Inc()
 }
 
-// Failover counts a takeover by this gateway.
-func (a *Agent) Failover() { a.count(a.failovers) }
+// Failover counts a takeover by this gateway. A nil a counts nothing.
+func (a *Agent) Failover() {
+	if a != nil {
+		a.count(a.failovers)
+	}
+}
 
-// PathChange counts a change of paths made by the agent.
-func (a *Agent) PathChange() { a.count(a.pathChanges) }
+// PathChange counts a change of paths made by the agent. A nil a counts
+// nothing.
+func (a *Agent) PathChange() {
+	if a != nil {
+		a.count(a.pathChanges)
+	}
+}
 
 func (a *Agent) count(c *prometheus.CounterVec) {
 	if a == nil {

@@ -105,6 +105,8 @@ func TestNilAgentIgnoresCalls(t *testing.T) {
 	a.ObserveProbe("x", probe.Sample{})
 	a.ApplyFailed()
 	a.SetAvailableBandwidth("x", 1)
+	a.Failover()
+	a.PathChange()
 	a.SetLinkSource(nil)
 	if _, ok := a.AvailableBandwidth("x"); ok {
 		t.Error("a nil Agent has an estimate")

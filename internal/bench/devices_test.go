@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseDeviceVariant(t *testing.T) {
+	v, err := ParseDeviceVariant(" one: GOMAXPROCS=1 FOO=bar --tun offload --aqm target=2ms ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Name != "one" || !slices.Equal(v.Env, []string{"GOMAXPROCS=1", "FOO=bar"}) ||
+		!slices.Equal(v.Flags, []string{"--tun", "offload", "--aqm", "target=2ms"}) {
+		t.Fatalf("parsed %+v", v)
+	}
+	if got := strings.Join(v.argv("/bin/fednet"), " "); got != "env GOMAXPROCS=1 FOO=bar /bin/fednet wgdev --tun offload --aqm target=2ms" {
+		t.Errorf("argv %q", got)
+	}
+	if got := strings.Join(DeviceVariant{Name: "x"}.argv("f"), " "); got != "f wgdev" {
+		t.Errorf("argv without env or flags %q", got)
+	}
+	for _, bad := range []string{"", "no colon", ": --tun offload"} {
+		if _, err := ParseDeviceVariant(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestDeviceTable(t *testing.T) {
+	res := []DeviceResult{
+		{Variant: "a", Round: 1, RTTP50Ms: 0.5, TCP: []TCPResult{{Streams: 1, Mbps: 100, Cost: Cost{WgdevCPUSecondsPerGB: 5, CPUSecondsPerGB: 9}}}},
+		{Variant: "b", Round: 1, RTTP50Ms: 0.7, TCP: []TCPResult{{Streams: 1, Mbps: 300}}, LoadedP99Ms: 3, LoadedLossPct: 1, DelayMbps: 90},
+		{Variant: "a", Round: 2, RTTP50Ms: 0.3, TCP: []TCPResult{{Streams: 1, Mbps: 200, Cost: Cost{WgdevCPUSecondsPerGB: 7, CPUSecondsPerGB: 11}}}},
+	}
+	got := DeviceTable(res, []int{1})
+	for _, want := range []string{"| a | 2 | 0.400 | 150 | 6.00 | 10.00 | 0.000 | 0.0 | 0 |", "| b | 1 | 0.700 | 300 | 0.00 | 0.00 | 3.000 | 1.0 | 90 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
