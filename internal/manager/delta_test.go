@@ -124,3 +124,34 @@ func TestEnrollWithSpecKeyDoesNotReplan(t *testing.T) {
 		t.Errorf("enrolling with a new key planned %d times, want 1", got-before)
 	}
 }
+
+// TestEnrollWithSpecKeyOnTwoManagers: an enrollment with the key the spec
+// gives plans nothing on the manager that takes it, nor on another
+// manager following the store, and both keep the same plans (sums): the
+// other manager does not plan again a Local with the new key.
+func TestEnrollWithSpecKeyOnTwoManagers(t *testing.T) {
+	a := newHarness(t)
+	b := a.sharing()
+	key := randomKey(t)
+	doc := strings.Replace(manySites(3, 1500), "endpoint: 198.51.100.1:51820", "endpoint: 198.51.100.1:51820\n        publicKey: "+key.String(), 1)
+	a.putSpec(doc)
+	eventually(t, 5*time.Second, "the spec's plans on the second manager", func() bool {
+		return b.m.snapshot().gen == a.m.snapshot().gen
+	})
+	before := b.m.Stats().Plannings
+	_, secret := a.token("gw-00")
+	a.ok(req{method: "POST", path: api.PathEnroll, token: secret, body: api.EnrollRequest{PublicKey: key}}, nil)
+	eventually(t, 5*time.Second, "the enrollment on the second manager", func() bool {
+		g, ok := b.m.snapshot().gateways["gw-00"]
+		return ok && g.PublicKey == key
+	})
+	if got := b.m.Stats().Plannings; got != before {
+		t.Errorf("the second manager planned %d times for an enrollment with the spec's key", got-before)
+	}
+	sa, sb := a.m.snapshot(), b.m.snapshot()
+	for name, p := range sa.plans {
+		if q, ok := sb.plans[name]; !ok || q.Sum != p.Sum || q.Generation != p.Generation {
+			t.Errorf("gateway %s: the managers hold different plans (generation %d and %d)", name, p.Generation, q.Generation)
+		}
+	}
+}

@@ -135,7 +135,7 @@ func (m *Manager) load(ctx context.Context) error {
 		return fmt.Errorf("loading state: %w", err)
 	}
 	empty := &state{gateways: map[string]store.Gateway{}, hosts: map[string]store.Host{}, plans: map[string]planEntry{}}
-	st, _, err := applyEvent(empty, ev, m.cfg.Logf)
+	st, _, _, err := applyEvent(empty, ev, m.cfg.Logf)
 	if err != nil {
 		return fmt.Errorf("loading state: %w", err)
 	}
@@ -153,12 +153,12 @@ func (m *Manager) load(ctx context.Context) error {
 // applyEvent returns cur with the changes of ev applied, and the watch
 // topics they concern. A Reset event replaces the whole state. Plans are
 // not in the store: when the event changes the spec, a gateway, a host or a
-// plan, the plans are computed again from the new state, and the event's
-// plan records say which of them changed at which generation (their sums
-// are checked against what this manager computed).
-func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, []string, error) {
-	next := cur.clone()
-	var topics []string
+// plan, the plans are computed again from the new state (computedPlans),
+// unless nothing the planner reads changed, and the event's plan records
+// say which of them changed at which generation (their sums are checked
+// against what this manager computed).
+func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (next *state, topics []string, computedPlans bool, err error) {
+	next = cur.clone()
 	if ev.Reset {
 		for name := range cur.plans {
 			topics = append(topics, planTopic(name))
@@ -174,7 +174,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 	if r := ev.Spec; r != nil && (next.fed == nil || r.Number != next.rev.Number || r.YAML != next.rev.YAML) {
 		f, err := spec.Parse([]byte(r.YAML))
 		if err != nil {
-			return nil, nil, fmt.Errorf("stored spec revision %d does not validate any more (was fednet downgraded?): %w", r.Number, err)
+			return nil, nil, false, fmt.Errorf("stored spec revision %d does not validate any more (was fednet downgraded?): %w", r.Number, err)
 		}
 		next.rev, next.fed = *r, f
 	}
@@ -195,11 +195,22 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 	}
 	next.gen = ev.Generation
 	if !planned(ev) {
-		return next, topics, nil
+		return next, topics, computedPlans, nil
 	}
-	plans, err := computePlans(cur, next)
-	if err != nil {
-		return nil, nil, fmt.Errorf("planning the stored state: %w", err)
+	var plans map[string]computed
+	if !ev.Reset && cur.fed != nil && samePlannerInputs(cur, next) {
+		// Nothing the planner reads changed (an enrollment with the key
+		// the spec gives, a rotation request): the plans stay, as on the
+		// manager that made the change (preview), Local included.
+		plans = make(map[string]computed, len(cur.plans))
+		for name, p := range cur.plans {
+			plans[name] = computed{plan: p.plan, digest: p.digest}
+		}
+	} else {
+		if plans, err = computePlans(cur, next); err != nil {
+			return nil, nil, false, fmt.Errorf("planning the stored state: %w", err)
+		}
+		computedPlans = true
 	}
 	var differ []string
 	for _, p := range ev.Plans {
@@ -240,7 +251,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 		logf("warning: the plans of %d gateways (%v) computed here differ from those the manager that stored generation %d computed; is another fednet version on the store?",
 			len(differ), differ[:min(len(differ), 5)], ev.Generation)
 	}
-	return next, topics, nil
+	return next, topics, computedPlans, nil
 }
 
 // planned reports whether applying ev computes the plans again.
@@ -362,11 +373,11 @@ func (m *Manager) applyLocked(ev store.Event) error {
 		return nil
 	}
 	start := time.Now()
-	next, topics, err := applyEvent(cur, ev, m.cfg.Logf)
+	next, topics, computed, err := applyEvent(cur, ev, m.cfg.Logf)
 	if err != nil {
 		return err
 	}
-	if planned(ev) {
+	if computed {
 		m.planned(time.Since(start), len(next.plans), next.gen)
 	}
 	m.publish(next, topics, ev.Reset)
