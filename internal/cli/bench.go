@@ -142,6 +142,7 @@ func newBenchControlPlaneCmd() *cobra.Command {
 		asJSON        bool
 		cfg           controlplane.Config
 		noDeltas, gz0 bool
+		noLocal       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "control-plane --gateways N[,N...] [--managers M] [--store sqlite|etcd] [--json]",
@@ -178,7 +179,7 @@ plots (SVG and PNG) in --out; --json prints the results on stdout.`,
 			if out == "" {
 				out = "bench-control-plane-" + time.Now().UTC().Format("20060102-150405")
 			}
-			cfg.NoDeltas, cfg.NoCompression, cfg.Progress = noDeltas, gz0, cmd.ErrOrStderr()
+			cfg.NoDeltas, cfg.NoCompression, cfg.NoLocal, cfg.Progress = noDeltas, gz0, noLocal, cmd.ErrOrStderr()
 			var results []*controlplane.Result
 			for i, n := range gateways {
 				run := cfg
@@ -215,6 +216,7 @@ plots (SVG and PNG) in --out; --json prints the results on stdout.`,
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.BoolVar(&noDeltas, "no-deltas", false, "agents take whole plans, never deltas")
 	f.BoolVar(&gz0, "no-compression", false, "agents do not accept gzip")
+	f.BoolVar(&noLocal, "no-local", false, "agents take plans without their Local (the spec and inputs they plan failures with), as fednet agent --no-failover")
 	return cmd
 }
 

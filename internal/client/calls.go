@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/plan"
 	"github.com/fednet/fednet/internal/plandelta"
 )
 
@@ -147,9 +148,12 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 	c.mu.Unlock()
 	delta := ok && held.generation == after && !c.noDeltas
 	var out api.PlanResponse
-	var features http.Header
+	// Deltas with sums of version 2 (plandelta.SumVersion), which are
+	// checked in the size of the delta; a manager that does not know the
+	// header sends sums of version 1.
+	features := http.Header{plandelta.SumHeader: {strconv.Itoa(plandelta.SumVersion)}}
 	if !c.noLocal {
-		features = http.Header{api.HeaderPlanFeatures: {api.PlanFeatureLocal}}
+		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal)
 	}
 	changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, delta, features, &out)
 	if !changed || err != nil {
@@ -159,16 +163,36 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 		if !delta || out.Base != after {
 			return nil, false, fmt.Errorf("plan of %s: the manager sent a delta from generation %d, not from the plan of generation %d held here", gateway, out.Base, after)
 		}
-		g, err := plandelta.Apply(held.plan, *out.Delta)
+		var digest *plandelta.Digest
+		var g plan.Gateway
+		var err error
+		if out.Delta.SumVersion == plandelta.SumVersion {
+			if held.digest == nil && plandelta.Keyed(held.plan) {
+				d := plandelta.NewDigest(held.plan) // once per whole plan
+				held.digest = &d
+			}
+			if held.digest == nil {
+				err = fmt.Errorf("%w: the plan held is not sorted by key", plandelta.ErrMismatch)
+			} else {
+				var d plandelta.Digest
+				g, d, err = plandelta.ApplyDigest(held.plan, *held.digest, *out.Delta)
+				digest = &d
+			}
+		} else {
+			g, err = plandelta.Apply(held.plan, *out.Delta)
+		}
 		if err != nil {
 			// Not the base the manager meant: take the whole plan.
 			c.forget(gateway)
 			return c.WatchPlan(ctx, gateway, after, timeout)
 		}
 		out.Plan, out.Delta, out.Base = g, nil, 0
+		held.digest = digest
+	} else {
+		held.digest = nil
 	}
 	c.mu.Lock()
-	c.plans[gateway] = heldPlan{generation: out.Generation, plan: out.Plan}
+	c.plans[gateway] = heldPlan{generation: out.Generation, plan: out.Plan, digest: held.digest}
 	c.mu.Unlock()
 	return &out, true, nil
 }

@@ -39,6 +39,7 @@ import (
 
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/plandelta"
 	"github.com/fednet/fednet/internal/spec"
 )
 
@@ -111,10 +112,12 @@ type target struct {
 }
 
 // heldPlan is a plan the client returned, which the next watch may take
-// a delta from.
+// a delta from, with its digest (nil until a delta of sum version 2 needs
+// it; then carried from delta to delta).
 type heldPlan struct {
 	generation int64
 	plan       plan.Gateway
+	digest     *plandelta.Digest
 }
 
 // ErrUntrusted is wrapped by the error of every call whose TLS handshake

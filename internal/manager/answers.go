@@ -90,9 +90,20 @@ type localVersion struct {
 	json  []byte // the Local as JSON
 	gz    []byte // json gzipped, one gzip member
 	sum   [sha256.Size]byte
+	// digest is the Local's in sums of version 2, which every plan's
+	// digest of this version shares.
+	digest *plandelta.LocalDigest
 
 	mu     sync.Mutex
-	deltas map[*plan.Local]*plandelta.LocalDelta // by base; nil: none can be made
+	deltas map[*plan.Local]*localDelta // by base; nil: none can be made
+}
+
+// localDelta is the delta from one Local to another, with its JSON and
+// that gzipped as one gzip member, encoded once for every plan's answer
+// that carries it (a thousand answers splice the same pieces).
+type localDelta struct {
+	delta    *plandelta.LocalDelta
+	json, gz []byte
 }
 
 // newLocalVersion encodes l.
@@ -101,23 +112,28 @@ func newLocalVersion(l *plan.Local) (*localVersion, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &localVersion{local: l, json: js, gz: gzipMember(js), sum: sum}, nil
+	return &localVersion{local: l, json: js, gz: gzipMember(js), sum: sum, digest: plandelta.NewLocalDigest(l)}, nil
 }
 
-// deltaFrom returns the delta from base to lv's Local, made at the first
-// call for base; nil when none can be made.
-func (lv *localVersion) deltaFrom(base *plan.Local) *plandelta.LocalDelta {
+// deltaFrom returns the delta from base to lv's Local, made and encoded
+// at the first call for base; nil when none can be made.
+func (lv *localVersion) deltaFrom(base *plan.Local) *localDelta {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	if d, ok := lv.deltas[base]; ok {
 		return d
 	}
-	d, _ := plandelta.DiffLocal(base, lv.local)
-	if lv.deltas == nil {
-		lv.deltas = map[*plan.Local]*plandelta.LocalDelta{}
+	var out *localDelta
+	if d, ok := plandelta.DiffLocal(base, lv.local); ok {
+		if js, err := json.Marshal(d); err == nil {
+			out = &localDelta{delta: d, json: js, gz: gzipMember(js)}
+		}
 	}
-	lv.deltas[base] = d
-	return d
+	if lv.deltas == nil {
+		lv.deltas = map[*plan.Local]*localDelta{}
+	}
+	lv.deltas[base] = out
+	return out
 }
 
 // forgetBases drops the deltas made (each plan's answers keep what they
@@ -143,9 +159,12 @@ type answers struct {
 	// keyed).
 	prev        *plan.Gateway
 	prevAnswers *answers
-	keyedOnce   sync.Once
-	keyedPlan   bool // plandelta.Keyed of this version
-	rotate      int
+	// made is the delta from prev (without Local and sum) when the
+	// planning made it from plan.Update's edit.
+	made      *plandelta.Delta
+	keyedOnce sync.Once
+	keyedPlan bool // plandelta.Keyed of this version
+	rotate    int
 	// fullBody is the whole bare answer, planEnd the offset just past the
 	// plan's JSON in it; fullZ it gzipped (nil when small); headZ and
 	// tailZ gzip the pieces before and after the Local of the answer with
@@ -157,9 +176,12 @@ type answers struct {
 	// the Local's (nil: none); both nil when no delta can be made.
 	deltaDone  bool
 	planDelta  *plandelta.Delta
-	localDelta *plandelta.LocalDelta
-	deltaBody  [2][]byte // by variant
-	deltaZ     [2][]byte
+	localDelta *localDelta
+	// deltaBody and deltaZ are the pieces of the delta answer (and of it
+	// gzipped), by variant: with Local, the Local's delta is a piece of
+	// its own, shared by every answer.
+	deltaBody [2][][]byte
+	deltaZ    [2][][]byte
 }
 
 // full returns the pieces of the whole plan's answer in variant v and the
@@ -208,44 +230,66 @@ func pieces(b []byte) [][]byte {
 	return [][]byte{b}
 }
 
-// delta returns the answer in variant v with the delta from p.prev, and
-// its gzipped form; nil when no delta can be made (the caller sends the
-// whole plan). lv is the Local of p's version (its deltas from the Locals
-// before are shared by every plan).
-func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([]byte, []byte) {
+// delta returns the pieces of the answer in variant v with the delta from
+// p.prev, and of its gzipped form (nil when small); nil when no delta can
+// be made (the caller sends the whole plan). lv is the Local of p's
+// version (its deltas from the Locals before, encoded once, are shared by
+// every plan).
+func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([][]byte, [][]byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.reset(rotate)
 	if !a.deltaDone && a.prev != nil {
 		a.deltaDone = true
-		prev, before := a.prev, a.prevAnswers
-		a.prev, a.prevAnswers = nil, nil // the delta is all that is needed of them
-		// Each version's lists are checked once: as the new plan of one
-		// delta and, remembered, as the base of the next.
-		prevKeyed := before != nil && before.keyed(*prev) || before == nil && plandelta.Keyed(*prev)
-		if prevKeyed && a.keyed(p.plan) {
-			d := plandelta.DiffKeyed(*prev, p.plan, [sha256.Size]byte{}, nil)
-			a.planDelta = &d
-			if p.plan.Local != nil && lv != nil {
-				a.localDelta = lv.deltaFrom(prev.Local)
+		prev, before, made := a.prev, a.prevAnswers, a.made
+		a.prev, a.prevAnswers, a.made = nil, nil, nil // the delta is all that is needed of them
+		switch {
+		case made != nil:
+			// From what plan.Update changed: no need to compare the lists.
+			a.planDelta = made
+		default:
+			// Each version's lists are checked once: as the new plan of
+			// one delta and, remembered, as the base of the next.
+			prevKeyed := before != nil && before.keyed(*prev) || before == nil && plandelta.Keyed(*prev)
+			if prevKeyed && a.keyed(p.plan) {
+				d := plandelta.DiffKeyed(*prev, p.plan, [sha256.Size]byte{}, nil)
+				a.planDelta = &d
 			}
+		}
+		if a.planDelta != nil && p.plan.Local != nil && lv != nil {
+			a.localDelta = lv.deltaFrom(prev.Local)
 		}
 	}
 	if a.planDelta == nil || v == withLocal && a.localDelta == nil {
 		return nil, nil
 	}
 	if a.deltaBody[v] == nil {
+		// Sums of version 2: the plan's digest is the stored sum; without
+		// Local it is made from the digest without hashing the lists.
 		d := *a.planDelta
+		d.SumVersion = plandelta.SumVersion
 		if v == withLocal {
-			d.Local, d.Sum = a.localDelta, hex.EncodeToString(p.Sum[:])
+			d.Sum = hex.EncodeToString(p.Sum[:])
 		} else {
-			g := p.plan
-			g.Local = nil
-			d.Sum = plandelta.SumString(g)
+			bare := p.digest.Bare(p.plan)
+			d.Sum = hex.EncodeToString(bare[:])
 		}
-		if js, err := json.Marshal(d); err == nil {
-			a.deltaBody[v] = fmt.Appendf(nil, `{"generation":%d,"revision":%d,"base":%d,"delta":%s,"rotateKey":%d}`+"\n", p.Generation, p.Revision, p.prevGen, js, rotate)
-			a.deltaZ[v] = gzipped(a.deltaBody[v])
+		js, err := json.Marshal(d)
+		if err != nil {
+			return nil, nil
+		}
+		head := fmt.Appendf(nil, `{"generation":%d,"revision":%d,"base":%d,"delta":`, p.Generation, p.Revision, p.prevGen)
+		tail := fmt.Appendf(nil, `,"rotateKey":%d}`+"\n", rotate)
+		if v == bare {
+			body := append(append(head, js...), tail...)
+			a.deltaBody[v], a.deltaZ[v] = [][]byte{body}, pieces(gzipped(body))
+		} else {
+			// The delta's JSON ends with its closing brace: the Local's
+			// delta goes before, as a piece of its own.
+			head = append(append(head, js[:len(js)-1]...), `,"local":`...)
+			tail = append([]byte{'}'}, tail...)
+			a.deltaBody[v] = [][]byte{head, a.localDelta.json, tail}
+			a.deltaZ[v] = [][]byte{gzipMember(head), a.localDelta.gz, gzipMember(tail)}
 		}
 	}
 	return a.deltaBody[v], a.deltaZ[v]
@@ -264,23 +308,10 @@ func (a *answers) reset(rotate int) {
 		// Encoded for another rotateKey (the entry's first answer may be
 		// encoded before the gateway's record is final): encode again.
 		a.rotate = rotate
-		for v := range a.deltaBody {
-			if a.deltaBody[v] != nil {
-				a.deltaBody[v] = rotateAgain(a.deltaBody[v], rotate)
-				a.deltaZ[v] = gzipped(a.deltaBody[v])
-			}
-		}
+		// The deltas are encoded again from what they were made of.
+		a.deltaBody, a.deltaZ = [2][][]byte{}, [2][][]byte{}
 		a.fullBody, a.fullZ, a.headZ, a.tailZ = nil, nil, nil, nil
 	}
-}
-
-// rotateAgain replaces the rotateKey at the end of an encoded answer.
-func rotateAgain(body []byte, rotate int) []byte {
-	i := bytes.LastIndex(body, []byte(`,"rotateKey":`))
-	if i < 0 {
-		return body
-	}
-	return fmt.Appendf(body[:i:i], `,"rotateKey":%d}`+"\n", rotate)
 }
 
 // gzipWriters keeps gzip writers for reuse: each holds about a megabyte of

@@ -32,10 +32,19 @@ func TestPlanDeltas(t *testing.T) {
 	}
 	path := gwPath(api.PathPlan, "gw-00")
 
-	r := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred})
+	sum2 := map[string]string{plandelta.SumHeader: "2"}
+	r := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred, header: sum2})
 	var d api.PlanResponse
 	if r.status != 200 || json.Unmarshal(r.body, &d) != nil || d.Delta == nil || d.Base != first.Generation || d.Generation != now.Generation {
 		t.Fatalf("watch with delta: %d %.300s", r.status, r.body)
+	}
+	if d.Delta.SumVersion != plandelta.SumVersion {
+		t.Errorf("the delta's sum is of version %d, want %d", d.Delta.SumVersion, plandelta.SumVersion)
+	}
+	// An agent that does not check sums of version 2 gets the whole plan.
+	old := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred})
+	if old.status != 200 || bytes.Contains(old.body, []byte(`"delta"`)) || !bytes.Contains(old.body, []byte(`"plan"`)) {
+		t.Errorf("a delta for a watch without %s: %d %.200s", plandelta.SumHeader, old.status, old.body)
 	}
 	full := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation), token: cred})
 	if bytes.Contains(full.body, []byte(`"delta"`)) || len(r.body)*5 > len(full.body) {
@@ -49,7 +58,7 @@ func TestPlanDeltas(t *testing.T) {
 		t.Errorf("the plan rebuilt from the delta differs from the manager's")
 	}
 	// A generation the manager holds no version of: the whole plan.
-	r = h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation-1) + "&delta=true", token: cred})
+	r = h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation-1) + "&delta=true", token: cred, header: sum2})
 	if r.status != 200 || bytes.Contains(r.body, []byte(`"delta"`)) || !bytes.Contains(r.body, []byte(`"plan"`)) {
 		t.Errorf("delta from an unknown generation: %d %.200s", r.status, r.body)
 	}
@@ -113,5 +122,36 @@ func TestEnrollWithSpecKeyDoesNotReplan(t *testing.T) {
 	h.enroll("gw-01")
 	if got := h.m.Stats().Plannings; got != before+1 {
 		t.Errorf("enrolling with a new key planned %d times, want 1", got-before)
+	}
+}
+
+// TestEnrollWithSpecKeyOnTwoManagers: an enrollment with the key the spec
+// gives plans nothing on the manager that takes it, nor on another
+// manager following the store, and both keep the same plans (sums): the
+// other manager does not plan again a Local with the new key.
+func TestEnrollWithSpecKeyOnTwoManagers(t *testing.T) {
+	a := newHarness(t)
+	b := a.sharing()
+	key := randomKey(t)
+	doc := strings.Replace(manySites(3, 1500), "endpoint: 198.51.100.1:51820", "endpoint: 198.51.100.1:51820\n        publicKey: "+key.String(), 1)
+	a.putSpec(doc)
+	eventually(t, 5*time.Second, "the spec's plans on the second manager", func() bool {
+		return b.m.snapshot().gen == a.m.snapshot().gen
+	})
+	before := b.m.Stats().Plannings
+	_, secret := a.token("gw-00")
+	a.ok(req{method: "POST", path: api.PathEnroll, token: secret, body: api.EnrollRequest{PublicKey: key}}, nil)
+	eventually(t, 5*time.Second, "the enrollment on the second manager", func() bool {
+		g, ok := b.m.snapshot().gateways["gw-00"]
+		return ok && g.PublicKey == key
+	})
+	if got := b.m.Stats().Plannings; got != before {
+		t.Errorf("the second manager planned %d times for an enrollment with the spec's key", got-before)
+	}
+	sa, sb := a.m.snapshot(), b.m.snapshot()
+	for name, p := range sa.plans {
+		if q, ok := sb.plans[name]; !ok || q.Sum != p.Sum || q.Generation != p.Generation {
+			t.Errorf("gateway %s: the managers hold different plans (generation %d and %d)", name, p.Generation, q.Generation)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/manager/store"
+	"github.com/fednet/fednet/internal/plandelta"
 	"github.com/fednet/fednet/internal/probe"
 	"github.com/fednet/fednet/internal/spec"
 )
@@ -38,7 +39,10 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 			return 0, nil, nil, noPlan(st, name)
 		}
 		return p.Generation, []string{planTopic(name)}, func() error {
-			return m.writePlan(w, r, st, p, wp.delta && wp.hasAfter, wp.after)
+			// Deltas carry sums of version 2 (the store's): an agent that
+			// does not say it checks them gets whole plans.
+			sum2 := r.Header.Get(plandelta.SumHeader) == strconv.Itoa(plandelta.SumVersion)
+			return m.writePlan(w, r, st, p, wp.delta && wp.hasAfter && sum2, wp.after)
 		}, nil
 	})
 }
@@ -179,8 +183,7 @@ func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, st *state, p
 	}
 	var body, gz [][]byte
 	if wantDelta && p.prevGen != 0 && p.prevGen == after {
-		d, dz := p.answers.delta(p, rotate, v, lv)
-		body, gz = pieces(d), pieces(dz)
+		body, gz = p.answers.delta(p, rotate, v, lv)
 	}
 	if body != nil {
 		m.stats.deltas.Add(1)

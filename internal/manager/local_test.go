@@ -32,7 +32,10 @@ func sitesSpec(n int) string {
 	return b.String()
 }
 
-var withLocalHeader = map[string]string{api.HeaderPlanFeatures: api.PlanFeatureLocal}
+var withLocalHeader = map[string]string{api.HeaderPlanFeatures: api.PlanFeatureLocal, plandelta.SumHeader: "2"}
+
+// sum2Header announces sums of version 2 alone (deltas without Local).
+var sum2Header = map[string]string{plandelta.SumHeader: "2"}
 
 // planAnswer decodes a 200 plan answer.
 func planAnswer(t *testing.T, a answer) api.PlanResponse {
@@ -106,9 +109,9 @@ func TestPlanLocal(t *testing.T) {
 		t.Errorf("the plan rebuilt with its Local differs from the manager's")
 	}
 
-	// Without: the delta an older agent checks.
-	bd := planAnswer(t, h.do(req{method: "GET", path: path + query, token: cred}))
-	if bd.Delta == nil || bd.Delta.Local != nil || bytes.Contains(h.do(req{method: "GET", path: path + query, token: cred}).body, []byte(`"networkSites"`)) {
+	// Without: the delta an agent that does not take Local checks.
+	bd := planAnswer(t, h.do(req{method: "GET", path: path + query, token: cred, header: sum2Header}))
+	if bd.Delta == nil || bd.Delta.Local != nil || bytes.Contains(h.do(req{method: "GET", path: path + query, token: cred, header: sum2Header}).body, []byte(`"networkSites"`)) {
 		t.Fatalf("a delta watch not announcing local: delta %v, with Local %v", bd.Delta != nil, bd.Delta != nil && bd.Delta.Local != nil)
 	}
 	gotBare, err := plandelta.Apply(firstBare.Plan, *bd.Delta)
@@ -182,7 +185,7 @@ func TestClientPlanLocal(t *testing.T) {
 			if got := p2.Plan.Local != nil; got == noLocal {
 				t.Fatalf("plan with Local: %v", got)
 			}
-			if !noLocal && plandelta.Sum(p2.Plan) != want.Sum {
+			if !noLocal && plandelta.NewDigest(p2.Plan).Sum != want.Sum {
 				t.Errorf("the client's plan with Local does not have the manager's sum")
 			}
 			if !plan.Equal(p2.Plan, want.plan) {

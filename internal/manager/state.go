@@ -40,6 +40,9 @@ type state struct {
 type planEntry struct {
 	store.Plan
 	plan plan.Gateway
+	// digest is the plan's digest (its Sum is Plan.Sum), from which the
+	// next version's is made in the size of the change.
+	digest plandelta.Digest
 	// prevGen is the generation of the version before, which this
 	// manager held (0: none, as after a start); answers holds the delta
 	// from it. prev is that version until the delta is made (see
@@ -76,14 +79,15 @@ func encodeDeltas(st *state, names []string) {
 	}
 }
 
-// newEntry returns the entry of plan g stored as p, following old (the
-// entry before, if any).
-func newEntry(p store.Plan, g plan.Gateway, old planEntry, hadOld bool) planEntry {
-	e := planEntry{Plan: p, plan: g, answers: &answers{}}
+// newEntry returns the entry of plan c stored as p (p.Sum is c's),
+// following old (the entry before, if any); c.delta, when set, is the
+// delta from old's plan.
+func newEntry(p store.Plan, c computed, old planEntry, hadOld bool) planEntry {
+	e := planEntry{Plan: p, plan: c.plan, digest: c.digest, answers: &answers{}}
 	if hadOld && old.Generation < p.Generation {
 		prev := old.plan
 		e.prev, e.prevGen = &prev, old.Generation
-		e.answers.prev, e.answers.prevAnswers = &prev, old.answers
+		e.answers.prev, e.answers.prevAnswers, e.answers.made = &prev, old.answers, c.delta
 	}
 	return e
 }
@@ -131,7 +135,7 @@ func (m *Manager) load(ctx context.Context) error {
 		return fmt.Errorf("loading state: %w", err)
 	}
 	empty := &state{gateways: map[string]store.Gateway{}, hosts: map[string]store.Host{}, plans: map[string]planEntry{}}
-	st, _, err := applyEvent(empty, ev, m.cfg.Logf)
+	st, _, _, err := applyEvent(empty, ev, m.cfg.Logf)
 	if err != nil {
 		return fmt.Errorf("loading state: %w", err)
 	}
@@ -149,12 +153,12 @@ func (m *Manager) load(ctx context.Context) error {
 // applyEvent returns cur with the changes of ev applied, and the watch
 // topics they concern. A Reset event replaces the whole state. Plans are
 // not in the store: when the event changes the spec, a gateway, a host or a
-// plan, the plans are computed again from the new state, and the event's
-// plan records say which of them changed at which generation (their sums
-// are checked against what this manager computed).
-func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, []string, error) {
-	next := cur.clone()
-	var topics []string
+// plan, the plans are computed again from the new state (computedPlans),
+// unless nothing the planner reads changed, and the event's plan records
+// say which of them changed at which generation (their sums are checked
+// against what this manager computed).
+func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (next *state, topics []string, computedPlans bool, err error) {
+	next = cur.clone()
 	if ev.Reset {
 		for name := range cur.plans {
 			topics = append(topics, planTopic(name))
@@ -170,7 +174,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 	if r := ev.Spec; r != nil && (next.fed == nil || r.Number != next.rev.Number || r.YAML != next.rev.YAML) {
 		f, err := spec.Parse([]byte(r.YAML))
 		if err != nil {
-			return nil, nil, fmt.Errorf("stored spec revision %d does not validate any more (was fednet downgraded?): %w", r.Number, err)
+			return nil, nil, false, fmt.Errorf("stored spec revision %d does not validate any more (was fednet downgraded?): %w", r.Number, err)
 		}
 		next.rev, next.fed = *r, f
 	}
@@ -191,38 +195,49 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 	}
 	next.gen = ev.Generation
 	if !planned(ev) {
-		return next, topics, nil
+		return next, topics, computedPlans, nil
 	}
-	computed, sums, err := computePlans(next)
-	if err != nil {
-		return nil, nil, fmt.Errorf("planning the stored state: %w", err)
+	var plans map[string]computed
+	if !ev.Reset && cur.fed != nil && samePlannerInputs(cur, next) {
+		// Nothing the planner reads changed (an enrollment with the key
+		// the spec gives, a rotation request): the plans stay, as on the
+		// manager that made the change (preview), Local included.
+		plans = make(map[string]computed, len(cur.plans))
+		for name, p := range cur.plans {
+			plans[name] = computed{plan: p.plan, digest: p.digest}
+		}
+	} else {
+		if plans, err = computePlans(cur, next); err != nil {
+			return nil, nil, false, fmt.Errorf("planning the stored state: %w", err)
+		}
+		computedPlans = true
 	}
 	var differ []string
 	for _, p := range ev.Plans {
-		g, ok := computed[p.Gateway]
+		c, ok := plans[p.Gateway]
 		if !ok {
 			differ = append(differ, p.Gateway)
 			continue
 		}
-		if p.Sum != sums[p.Gateway] {
+		if p.Sum != c.digest.Sum {
 			differ = append(differ, p.Gateway)
 		}
 		old, had := cur.plans[p.Gateway]
-		if ev.Reset && had && old.Generation == p.Generation && old.Sum == sums[p.Gateway] {
+		if ev.Reset && had && old.Generation == p.Generation && old.Sum == c.digest.Sum {
 			next.plans[p.Gateway] = old // unchanged: keep its version before
 			continue
 		}
-		p.Sum = sums[p.Gateway]
-		next.plans[p.Gateway] = newEntry(p, g, old, had)
+		p.Sum = c.digest.Sum
+		next.plans[p.Gateway] = newEntry(p, c, old, had)
 		topics = append(topics, planTopic(p.Gateway))
 	}
 	// Plans the event does not name keep their generation; their content
 	// is what this manager computes now (the same, unless managers of
 	// different versions share the store).
 	for name, e := range next.plans {
-		if g, ok := computed[name]; ok && e.Sum != sums[name] {
+		if c, ok := plans[name]; ok && e.Sum != c.digest.Sum {
 			differ = append(differ, name)
-			e.plan, e.Sum, e.answers = g, sums[name], &answers{}
+			e.plan, e.Sum, e.digest, e.answers = c.plan, c.digest.Sum, c.digest, &answers{}
 			next.plans[name] = e
 		}
 	}
@@ -236,7 +251,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (*state, 
 		logf("warning: the plans of %d gateways (%v) computed here differ from those the manager that stored generation %d computed; is another fednet version on the store?",
 			len(differ), differ[:min(len(differ), 5)], ev.Generation)
 	}
-	return next, topics, nil
+	return next, topics, computedPlans, nil
 }
 
 // planned reports whether applying ev computes the plans again.
@@ -244,34 +259,71 @@ func planned(ev store.Event) bool {
 	return ev.Reset || ev.Spec != nil || len(ev.Gateways)+len(ev.Hosts)+len(ev.DeletedHosts)+len(ev.Plans) > 0
 }
 
-// computePlans computes every plan of st and their sums, and sets
-// st.local to the Local they carry.
-func computePlans(st *state) (map[string]plan.Gateway, map[string]store.Hash, error) {
-	plans := map[string]plan.Gateway{}
-	sums := map[string]store.Hash{}
+// computed is a plan computePlans made, with its digest, and the delta
+// from the plan before when plan.Update edited it.
+type computed struct {
+	plan   plan.Gateway
+	digest plandelta.Digest
+	delta  *plandelta.Delta
+}
+
+// computePlans computes every plan of st with its digest, from the plans
+// of prev (the state before, whose plans are those of its spec and
+// inputs) where plan.Update can: then the digest and the delta from prev's
+// plan are made from Update's edit, in the size of the change. It sets
+// st.local to the Local the plans carry.
+func computePlans(prev, st *state) (map[string]computed, error) {
+	out := map[string]computed{}
 	if st.fed == nil {
-		return plans, sums, nil
+		return out, nil
 	}
 	in := inputs(st.gateways, st.hosts)
-	computed, err := plan.Compute(st.fed, in)
+	var plans []plan.Gateway
+	var edits []*plan.Edit
+	var err error
+	if prev != nil && prev.fed != nil {
+		before := make([]plan.Gateway, 0, len(prev.plans))
+		for _, e := range prev.plans {
+			before = append(before, e.plan)
+		}
+		plans, edits, err = plan.Update(prev.fed, inputs(prev.gateways, prev.hosts), before, st.fed, in)
+	} else {
+		plans, err = plan.Compute(st.fed, in)
+		edits = make([]*plan.Edit, len(plans))
+	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Every plan carries the federation and the inputs, so that its agent
 	// can plan the failures it detects (docs/resilience.md).
-	plan.AttachLocal(computed, st.fed, in)
+	plan.AttachLocal(plans, st.fed, in)
 	st.local = nil
-	if len(computed) > 0 {
-		if st.local, err = newLocalVersion(computed[0].Local); err != nil {
-			return nil, nil, err
+	if len(plans) > 0 {
+		if st.local, err = newLocalVersion(plans[0].Local); err != nil {
+			return nil, err
 		}
 	}
-	hashes := make([]store.Hash, len(computed))
-	parallel(len(computed), func(i int) { hashes[i] = plandelta.SumWithLocal(computed[i], st.local.sum) })
-	for i, g := range computed {
-		plans[g.Name], sums[g.Name] = g, hashes[i]
+	made := make([]computed, len(plans))
+	parallel(len(plans), func(i int) {
+		g := plans[i]
+		made[i].plan = g
+		var old planEntry
+		ok := false
+		if prev != nil {
+			old, ok = prev.plans[g.Name]
+		}
+		if edits[i] == nil || !ok {
+			made[i].digest = plandelta.NewDigestWithLocal(g, st.local.digest)
+			return
+		}
+		d := plandelta.FromEdit(old.plan, g, *edits[i], [32]byte{})
+		made[i].digest = old.digest.Edited(old.plan, g, d, st.local.digest)
+		made[i].delta = &d // its Local and sum are added when it is sent
+	})
+	for _, c := range made {
+		out[c.plan.Name] = c
 	}
-	return plans, sums, nil
+	return out, nil
 }
 
 // parallel runs f(0) ... f(n-1) on every CPU.
@@ -321,11 +373,11 @@ func (m *Manager) applyLocked(ev store.Event) error {
 		return nil
 	}
 	start := time.Now()
-	next, topics, err := applyEvent(cur, ev, m.cfg.Logf)
+	next, topics, computed, err := applyEvent(cur, ev, m.cfg.Logf)
 	if err != nil {
 		return err
 	}
-	if planned(ev) {
+	if computed {
 		m.planned(time.Since(start), len(next.plans), next.gen)
 	}
 	m.publish(next, topics, ev.Reset)
@@ -399,36 +451,38 @@ func preview(u *update, cur *state) (result, error) {
 	for name, p := range cur.plans {
 		res.old[name] = p.plan
 	}
-	var computed map[string]plan.Gateway
-	var sums map[string]store.Hash
+	var made map[string]computed
 	if samePlannerInputs(cur, next) {
 		// Nothing the planner reads changed (an enrollment with the key
 		// the spec already gives, a rotation request): the plans stay.
-		computed, sums = map[string]plan.Gateway{}, map[string]store.Hash{}
+		made = map[string]computed{}
 		for name, p := range cur.plans {
-			computed[name], sums[name] = p.plan, p.Sum
+			made[name] = computed{plan: p.plan, digest: p.digest}
 		}
 	} else {
 		var err error
-		if computed, sums, err = computePlans(next); err != nil {
+		if made, err = computePlans(cur, next); err != nil {
 			return res, &planError{err}
 		}
 		res.computed = true
 	}
 	gen := cur.gen + 1
 	plans := map[string]planEntry{}
-	for _, name := range slices.Sorted(maps.Keys(computed)) {
-		g := computed[name]
-		res.new[name] = g
+	for _, name := range slices.Sorted(maps.Keys(made)) {
+		c := made[name]
+		res.new[name] = c.plan
 		old, ok := cur.plans[name]
-		if ok && old.Sum == sums[name] && !u.bump[name] {
+		if ok && old.Sum == c.digest.Sum && !u.bump[name] {
 			plans[name] = old
 			continue
 		}
-		if !ok || old.Sum != sums[name] {
+		if !ok || old.Sum != c.digest.Sum {
 			res.affected = append(res.affected, name)
 		}
-		p := newEntry(store.Plan{Gateway: name, Generation: gen, Revision: next.rev.Number, Sum: sums[name]}, g, old, ok)
+		if old.Sum == c.digest.Sum {
+			c.delta = nil // a rotation request: the delta is made when asked
+		}
+		p := newEntry(store.Plan{Gateway: name, Generation: gen, Revision: next.rev.Number, Sum: c.digest.Sum}, c, old, ok)
 		plans[name] = p
 		u.change.Plans = append(u.change.Plans, p.Plan)
 	}

@@ -372,30 +372,14 @@ func Compute(f *spec.Federation, in Inputs) ([]Gateway, error) {
 	}
 	v := newView(f, in)
 	rt := computeRouting(v)
-	type job struct{ site, self int }
-	var jobs []job
-	for si := range f.Sites {
-		for gi := range f.Sites[si].Gateways {
-			if !in.Removed[f.Sites[si].Gateways[gi].Name] {
-				jobs = append(jobs, job{si, gi})
-			}
-		}
-	}
 	// Each gateway's plan is computed on its own; they are independent, so
 	// they are computed on every CPU at once, each into its own slot.
+	jobs := gatewayJobs(f, in)
 	out := make([]Gateway, len(jobs))
 	errs := make([]error, len(jobs))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), max(1, len(jobs)/16)) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
-				j := jobs[i]
-				out[i], errs[i] = gatewayPlan(planArgs{v: v, keys: keys, rt: rt, site: &f.Sites[j.site], self: &f.Sites[j.site].Gateways[j.self]})
-			}
-		})
-	}
-	wg.Wait()
+	inParallel(len(jobs), func(i int) {
+		out[i], errs[i] = gatewayPlan(planArgs{v: v, keys: keys, rt: rt, site: jobs[i].site, self: jobs[i].self})
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -406,6 +390,41 @@ func Compute(f *spec.Federation, in Inputs) ([]Gateway, error) {
 	}
 	slices.SortFunc(out, func(a, b Gateway) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// job is one gateway to plan, with its site.
+type job struct {
+	site *spec.Site
+	self *spec.Gateway
+}
+
+// gatewayJobs lists the gateways of f that get a plan (those in.Removed
+// does not name), in spec order.
+func gatewayJobs(f *spec.Federation, in Inputs) []job {
+	var jobs []job
+	for si := range f.Sites {
+		for gi := range f.Sites[si].Gateways {
+			if !in.Removed[f.Sites[si].Gateways[gi].Name] {
+				jobs = append(jobs, job{&f.Sites[si], &f.Sites[si].Gateways[gi]})
+			}
+		}
+	}
+	return jobs
+}
+
+// inParallel runs fn(0) ... fn(n-1) on every CPU (in one goroutine for
+// small n).
+func inParallel(n int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(1, n/16)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // ForGateway returns the plan of the named gateway. The plan of a gateway
@@ -459,7 +478,15 @@ type planArgs struct {
 	rt   routing
 	site *spec.Site
 	self *spec.Gateway
+	// only, when set, limits the peers, routes and flows to those of the
+	// remote sites it marks (by index in f.Sites), for Update; the rest
+	// of the plan is whole.
+	only []bool
 }
+
+// remote reports whether the plan's lists take the remote site at index
+// ri of f.Sites (see planArgs.only).
+func (a planArgs) remote(ri int) bool { return a.only == nil || a.only[ri] }
 
 func gatewayPlan(a planArgs) (g Gateway, err error) {
 	f, site, self := a.v.f, a.site, a.self
@@ -549,14 +576,19 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	// carry their transit address only, so their tunnels stay up and a
 	// failover moves the prefixes alone.
 	via := a.rt.via(a.v, site.Name)
-	g.Peers = make([]Peer, 0, a.v.idx.gateways)
-	g.Routes = make([]Route, 0, len(a.v.idx.prefixes))
+	if a.only == nil {
+		g.Peers = make([]Peer, 0, a.v.idx.gateways)
+		g.Routes = make([]Route, 0, len(a.v.idx.prefixes))
+	}
 	// The peers' allowed IPs share one array (each capped at its length,
 	// so that appending to one never writes into the next).
-	ips := make([]netip.Prefix, 0, a.v.idx.gateways+len(a.v.idx.prefixes))
+	var ips []netip.Prefix
+	if a.only == nil {
+		ips = make([]netip.Prefix, 0, a.v.idx.gateways+len(a.v.idx.prefixes))
+	}
 	for ri := range f.Sites {
 		remote := &f.Sites[ri]
-		if remote.Name == site.Name || !a.v.pairEnabled(site.Name, remote.Name) {
+		if remote.Name == site.Name || !a.v.pairEnabled(site.Name, remote.Name) || !a.remote(ri) {
 			continue
 		}
 		b := a.v.backendOf(site.Name, remote.Name)
@@ -603,7 +635,7 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		}
 	}
 
-	g.Firewall.Flows = flows(a.v, a.rt, site)
+	g.Firewall.Flows = flows(a.v, a.rt, site, a.only)
 	slices.SortFunc(g.Peers, func(a, b Peer) int { return cmp.Compare(a.Gateway, b.Gateway) })
 	slices.SortFunc(g.Routes, func(a, b Route) int { return comparePrefix(a.Destination, b.Destination) })
 	g.Forwarding = len(g.Routes) > 0
@@ -633,8 +665,10 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 // prefixes that several networks allow is listed once, with the network
 // that sorts first. They are made in that order, walking the prefixes of
 // every site in order, rather than sorted afterwards: a gateway of a large
-// federation has thousands.
-func flows(v view, rt routing, site *spec.Site) []Flow {
+// federation has thousands. When only is set, the flows are those with the
+// remote sites it marks (by index in f.Sites) alone, and the relayed ones
+// (Update plans so only where nothing is relayed).
+func flows(v view, rt routing, site *spec.Site, only []bool) []Flow {
 	f := v.f
 	// net[i] is the network of flows between site and f.Sites[i] (the
 	// first of those they share), "" for none.
@@ -646,7 +680,7 @@ func flows(v view, rt routing, site *spec.Site) []Flow {
 	mine := v.idx.routed[site.Name]
 	for ti := range f.Sites {
 		remote := &f.Sites[ti]
-		if remote.Name == site.Name || !rt.routes(self, ti) {
+		if remote.Name == site.Name || !rt.routes(self, ti) || only != nil && !only[ti] {
 			continue
 		}
 		net[ti] = firstShared(mine, v.idx.routedAt[ti])
@@ -665,7 +699,10 @@ func flows(v view, rt routing, site *spec.Site) []Flow {
 			own = append(own, sp.p)
 		}
 	}
-	out := make([]Flow, 0, 2*len(v.idx.prefixes))
+	var out []Flow
+	if only == nil {
+		out = make([]Flow, 0, 2*len(v.idx.prefixes))
+	}
 	var buf []Flow
 	for _, src := range v.idx.prefixes {
 		si := src.index

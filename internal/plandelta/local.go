@@ -251,6 +251,29 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 	return out, nil
 }
 
+// applyEdits rebuilds, from base, the hashes of the entries of a list e
+// rebuilds, with the same checks as apply: the entries e copies keep their
+// hashes, those it inserts are hashed.
+func applyEdits[T any](e Edits[T], base []uint64, hash func(T) uint64) ([]uint64, error) {
+	if e.Nil {
+		if len(e.Ops) > 0 {
+			return nil, fmt.Errorf("%w: an absent list with edits", ErrMismatch)
+		}
+		return nil, nil
+	}
+	var out []uint64
+	for _, op := range e.Ops {
+		if op.From < 0 || op.Count < 0 || op.From > len(base) || op.Count > len(base)-op.From {
+			return nil, fmt.Errorf("%w: copying entries %d to %d of a base of %d", ErrMismatch, op.From, op.From+op.Count, len(base))
+		}
+		out = append(out, base[op.From:op.From+op.Count]...)
+		for _, x := range op.Insert {
+			out = append(out, hash(x))
+		}
+	}
+	return out, nil
+}
+
 // encode returns x as JSON (the form the sum covers), or a string that
 // equals no encoding when x has none.
 func encode(x any) string {

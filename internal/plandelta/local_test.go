@@ -97,6 +97,7 @@ func TestLocalDeltaRoundTrip(t *testing.T) {
 				if d.Local == nil {
 					t.Fatalf("%s: the delta has no Local", gw)
 				}
+				checkDigest(t, gw, from, want, d)
 				if l, whole := size(t, d.Local), size(t, want.Local); !c.bigLocal && l*10 > whole {
 					t.Errorf("%s: the Local's delta is %d bytes for a Local of %d", gw, l, whole)
 				}
@@ -152,6 +153,9 @@ func TestSumCoversLocal(t *testing.T) {
 		c.Local = l
 		if plandelta.Sum(c) == sum {
 			t.Errorf("changing the Local's %s does not change the sum", name)
+		}
+		if plandelta.NewDigest(c).Sum == plandelta.NewDigest(g).Sum {
+			t.Errorf("changing the Local's %s does not change the digest", name)
 		}
 		c.Local = nil
 		b := g

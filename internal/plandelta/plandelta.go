@@ -62,8 +62,10 @@ type Delta struct {
 	// Local turns the base's Local into the new plan's; absent when the
 	// new plan has no Local.
 	Local *LocalDelta `json:"local,omitempty"`
-	// Sum is Sum of the new plan, in hex.
-	Sum string `json:"sum"`
+	// Sum is the sum of the new plan, in hex: Sum (version 1) when
+	// SumVersion is 0, Digest.Sum when it is SumVersion.
+	Sum        string `json:"sum"`
+	SumVersion int    `json:"sumVersion,omitempty"`
 }
 
 // FlowKey names a flow of a plan.
@@ -114,26 +116,69 @@ func DiffKeyed(old, new plan.Gateway, sum [sha256.Size]byte, local *LocalDelta) 
 	return d
 }
 
+// FromEdit returns the delta from old to new, whose Sum is sum, when new is
+// the plan plan.Update made from old with edit e: the entries e holds are
+// sent (some may be unchanged), the keys it drops are gone, and the remote
+// prefixes are compared. It costs the size of the edit, not of the plans'
+// lists (but for the remote prefixes), and checks nothing: Update's plans
+// are keyed when the plans before were. The delta has no Local (the
+// caller adds the LocalDelta, which is the same for every plan).
+func FromEdit(old, new plan.Gateway, e plan.Edit, sum [sha256.Size]byte) Delta {
+	d := Delta{Head: head(new), Sum: hex.EncodeToString(sum[:]), Peers: e.Peers, Routes: e.Routes, Flows: e.Flows}
+	d.PeersGone = keys(e.PeersGone, peerKey)
+	d.RoutesGone = keys(e.RoutesGone, routeKey)
+	d.FlowsGone = keys(e.FlowsGone, flowKey)
+	d.Remote, d.RemoteGone = diffList(old.Firewall.Remote, new.Firewall.Remote, prefixKey, comparePrefix, func(a, b netip.Prefix) bool { return a == b })
+	return d
+}
+
+// keys returns the keys of list, nil for none.
+func keys[T, K any](list []T, key func(T) K) []K {
+	var out []K
+	for _, x := range list {
+		out = append(out, key(x))
+	}
+	return out
+}
+
 // Apply rebuilds the plan d was made for from base, the plan d was made
-// from, and checks it against d's sum (ErrMismatch).
+// from, and checks it against d's sum of either version (ErrMismatch).
+// A caller that keeps the digest of its plans checks deltas of sum version
+// 2 for less with ApplyDigest.
 func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {
 	if !Keyed(base) {
 		return plan.Gateway{}, fmt.Errorf("%w: the base plan's lists are not sorted by key", ErrMismatch)
 	}
+	if d.SumVersion == SumVersion {
+		g, _, err := ApplyDigest(base, NewDigest(base), d)
+		return g, err
+	}
+	if d.SumVersion != 0 {
+		return plan.Gateway{}, fmt.Errorf("%w: sum version %d is not known here (known: 1, %d)", ErrMismatch, d.SumVersion, SumVersion)
+	}
+	g, err := rebuild(base, d)
+	if err != nil {
+		return plan.Gateway{}, err
+	}
+	if hex.EncodeToString(sumOf(g, SumLocal(g.Local))) != d.Sum {
+		return plan.Gateway{}, ErrMismatch
+	}
+	return g, nil
+}
+
+// rebuild returns d's head with base's lists and Local as d changes them.
+func rebuild(base plan.Gateway, d Delta) (plan.Gateway, error) {
 	g := d.Head
 	g.Peers = applyList(base.Peers, d.Peers, d.PeersGone, peerKey, comparePeerKey)
 	g.Routes = applyList(base.Routes, d.Routes, d.RoutesGone, routeKey, comparePrefix)
 	g.Firewall.Flows = applyList(base.Firewall.Flows, d.Flows, d.FlowsGone, flowKey, compareFlowKey)
-	g.Firewall.Remote = applyList(base.Firewall.Remote, d.Remote, d.RemoteGone, func(p netip.Prefix) netip.Prefix { return p }, comparePrefix)
+	g.Firewall.Remote = applyList(base.Firewall.Remote, d.Remote, d.RemoteGone, prefixKey, comparePrefix)
 	if d.Local != nil {
 		l, err := applyLocal(base.Local, d.Local)
 		if err != nil {
 			return plan.Gateway{}, fmt.Errorf("rebuilding the local inputs: %w", err)
 		}
 		g.Local = l
-	}
-	if hex.EncodeToString(sumOf(g, SumLocal(g.Local))) != d.Sum {
-		return plan.Gateway{}, ErrMismatch
 	}
 	return g, nil
 }
@@ -179,16 +224,12 @@ func sumOf(g plan.Gateway, local [sha256.Size]byte) []byte {
 	}
 	buf = binary.AppendUvarint(buf, uint64(len(g.Routes)))
 	for _, r := range g.Routes {
-		buf = appendPrefix(buf, r.Destination)
-		buf = appendString(buf, r.Device)
-		buf = appendString(buf, r.Via)
+		buf = appendRoute(buf, r)
 		flush()
 	}
 	buf = binary.AppendUvarint(buf, uint64(len(g.Firewall.Flows)))
 	for _, f := range g.Firewall.Flows {
-		buf = appendString(buf, f.Network)
-		buf = appendPrefix(buf, f.Source)
-		buf = appendPrefix(buf, f.Destination)
+		buf = appendFlow(buf, f)
 		flush()
 	}
 	buf = binary.AppendUvarint(buf, uint64(len(g.Firewall.Remote)))
@@ -339,46 +380,51 @@ func diffList[T, K any](old, new []T, key func(T) K, compare func(a, b K) int, e
 }
 
 // applyList merges base with set (replacing or adding by key) less the
-// keys in gone, sorted by key. It never returns nil (the plans' lists are
-// empty, not absent).
+// keys in gone, sorted by key, copying base in runs between the entries
+// it finds by key. It never returns nil (the plans' lists are empty, not
+// absent).
 func applyList[T, K any](base, set []T, gone []K, key func(T) K, compare func(a, b K) int) []T {
 	set = slices.Clone(set)
 	slices.SortFunc(set, func(a, b T) int { return compare(key(a), key(b)) })
-	gone = slices.Clone(gone)
-	slices.SortFunc(gone, compare)
-	out := make([]T, 0, len(base)+len(set))
-	i, j, k := 0, 0, 0
-	for i < len(base) || j < len(set) {
-		var next T
-		switch {
-		case j == len(set):
-			next = base[i]
-			i++
-		case i == len(base):
-			next = set[j]
-			j++
-		default:
-			switch c := compare(key(base[i]), key(set[j])); {
-			case c < 0:
-				next = base[i]
-				i++
-			case c > 0:
-				next = set[j]
-				j++
-			default:
-				next = set[j]
-				i++
-				j++
-			}
-		}
-		kn := key(next)
-		for k < len(gone) && compare(gone[k], kn) < 0 {
-			k++
-		}
-		if k < len(gone) && compare(gone[k], kn) == 0 {
-			continue
-		}
-		out = append(out, next)
+	find := func(k K) (int, bool) {
+		return slices.BinarySearchFunc(base, k, func(x T, k K) int { return compare(key(x), k) })
 	}
+	var drop []int // indexes of base replaced or gone
+	for _, k := range gone {
+		if i, ok := find(k); ok {
+			drop = append(drop, i)
+		}
+	}
+	for _, x := range set {
+		if i, ok := find(key(x)); ok {
+			drop = append(drop, i)
+		}
+	}
+	slices.Sort(drop)
+	drop = slices.Compact(drop)
+	out := make([]T, 0, len(base)-len(drop)+len(set))
+	d, from := 0, 0
+	// keep appends base[from:to] less the dropped entries.
+	keep := func(to int) {
+		for ; d < len(drop) && drop[d] < to; d++ {
+			out = append(out, base[from:drop[d]]...)
+			from = drop[d] + 1
+		}
+		out = append(out, base[from:to]...)
+		from = to
+	}
+	goneKey := slices.Clone(gone)
+	slices.SortFunc(goneKey, compare)
+	for j, x := range set {
+		if j > 0 && compare(key(set[j-1]), key(x)) == 0 {
+			continue // a key set twice: the first (as a merge would)
+		}
+		i, _ := find(key(x))
+		keep(i)
+		if _, dropped := slices.BinarySearchFunc(goneKey, key(x), compare); !dropped {
+			out = append(out, x)
+		}
+	}
+	keep(len(base))
 	return out
 }

@@ -90,18 +90,41 @@ func TestRoundTrip(t *testing.T) {
 		"nothing":         {base, plan.Inputs{}},
 	}
 	old := plans(t, base, plan.Inputs{})
+	oldList, err := plan.Compute(base, plan.Inputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, c := range changes {
 		t.Run(name, func(t *testing.T) {
-			for gw, want := range plans(t, c.f, c.in) {
-				from, ok := old[gw]
+			updated, edits, err := plan.Update(base, plan.Inputs{}, oldList, c.f, c.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := 0
+			for i, want := range updated {
+				from, ok := old[want.Name]
 				if !ok {
 					continue
 				}
-				_, wire := roundTrip(t, gw, from, want)
+				gw := want.Name
+				d, wire := roundTrip(t, gw, from, want)
 				// Every plan but that of the changed site changes a little.
 				if full := len(js(t, want)); name != "network added" && gw != "g007" && wire > full/3 {
 					t.Errorf("%s: delta of %d bytes for a plan of %d", gw, wire, full)
 				}
+				checkDigest(t, gw, from, want, d)
+				if edits[i] != nil {
+					// The delta from Update's edit.
+					edited++
+					e := plandelta.FromEdit(from, want, *edits[i], plandelta.Sum(want))
+					if got, err := plandelta.Apply(from, e); err != nil || js(t, got) != js(t, want) {
+						t.Fatalf("%s: the delta from the edit: %v", gw, err)
+					}
+					checkDigest(t, gw+" (from the edit)", from, want, e)
+				}
+			}
+			if edited == 0 && name != "nothing" {
+				t.Errorf("plan.Update edited no plan")
 			}
 		})
 	}
@@ -136,6 +159,27 @@ func roundTrip(t *testing.T, gw string, from, want plan.Gateway) (plandelta.Delt
 	return d, len(wire)
 }
 
+// checkDigest: with a sum of version 2, delta d from from to want updates
+// from's digest to want's, and ApplyDigest and Apply rebuild want.
+func checkDigest(t *testing.T, gw string, from, want plan.Gateway, d plandelta.Delta) {
+	t.Helper()
+	dg := plandelta.NewDigest(from).Edited(from, want, d, plandelta.NewLocalDigest(want.Local))
+	if !dg.Same(plandelta.NewDigest(want)) {
+		t.Fatalf("%s: the digest updated by the delta differs from the new plan's", gw)
+	}
+	d.Sum, d.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
+	got, dg2, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), d)
+	if err != nil || js(t, got) != js(t, want) || !dg2.Same(dg) {
+		t.Fatalf("%s: ApplyDigest: %v (plan equal: %v, digest equal: %v)", gw, err, err == nil && js(t, got) == js(t, want), dg2.Same(dg))
+	}
+	if want.Local != nil && (dg2.Local == nil || dg2.Local.Sum != plandelta.NewLocalDigest(want.Local).Sum) {
+		t.Fatalf("%s: ApplyDigest's digest of the Local differs from the Local's", gw)
+	}
+	if got, err := plandelta.Apply(from, d); err != nil || js(t, got) != js(t, want) {
+		t.Fatalf("%s: Apply of a delta with a sum of version 2: %v", gw, err)
+	}
+}
+
 // TestApplyWrongBase: a delta applied to another plan than its base is
 // refused with ErrMismatch.
 func TestApplyWrongBase(t *testing.T) {
@@ -154,6 +198,22 @@ func TestApplyWrongBase(t *testing.T) {
 	if _, err := plandelta.Apply(a["g002"], d); !errors.Is(err, plandelta.ErrMismatch) {
 		t.Errorf("Apply on another gateway's plan = %v, want ErrMismatch", err)
 	}
+	// The same with sums of version 2.
+	d.Sum, d.SumVersion = fmt.Sprintf("%x", plandelta.NewDigest(b["g001"]).Sum), plandelta.SumVersion
+	if _, _, err := plandelta.ApplyDigest(a["g001"], plandelta.NewDigest(a["g001"]), d); err != nil {
+		t.Fatalf("ApplyDigest on the right base: %v", err)
+	}
+	if _, _, err := plandelta.ApplyDigest(other, plandelta.NewDigest(other), d); !errors.Is(err, plandelta.ErrMismatch) {
+		t.Errorf("ApplyDigest on another base = %v, want ErrMismatch", err)
+	}
+	if _, _, err := plandelta.ApplyDigest(a["g001"], plandelta.NewDigest(other), d); !errors.Is(err, plandelta.ErrMismatch) {
+		t.Errorf("ApplyDigest with another base's digest = %v, want ErrMismatch", err)
+	}
+	bad := d
+	bad.PeersGone = append(slices.Clone(d.PeersGone), d.Peers[0].Gateway)
+	if _, _, err := plandelta.ApplyDigest(a["g001"], plandelta.NewDigest(a["g001"]), bad); !errors.Is(err, plandelta.ErrMismatch) {
+		t.Errorf("ApplyDigest of a delta that sets and drops one peer = %v, want ErrMismatch", err)
+	}
 }
 
 // TestSumCoversEveryField changes every field of a plan's list entries,
@@ -161,7 +221,7 @@ func TestApplyWrongBase(t *testing.T) {
 // types fails here until Sum encodes it.
 func TestSumCoversEveryField(t *testing.T) {
 	g := plans(t, federation(t, 4, nil, ""), plan.Inputs{})["g000"]
-	sum := plandelta.Sum(g)
+	sum, digest := plandelta.Sum(g), plandelta.NewDigest(g).Sum
 	targets := map[string]func(plan.Gateway) reflect.Value{
 		"Peer":   func(g plan.Gateway) reflect.Value { return reflect.ValueOf(&g.Peers[0]).Elem() },
 		"Route":  func(g plan.Gateway) reflect.Value { return reflect.ValueOf(&g.Routes[0]).Elem() },
@@ -211,6 +271,9 @@ func TestSumCoversEveryField(t *testing.T) {
 			if plandelta.Sum(c) == sum {
 				t.Errorf("changing %s%s does not change the sum: Sum must encode it", name, path)
 			}
+			if plandelta.NewDigest(c).Sum == digest {
+				t.Errorf("changing %s%s does not change the digest: NewDigest must encode it", name, path)
+			}
 		}
 		walk("", target)
 	}
@@ -219,6 +282,9 @@ func TestSumCoversEveryField(t *testing.T) {
 	c.LAN.Active = !c.LAN.Active
 	if plandelta.Sum(c) == sum {
 		t.Error("changing LAN.Active does not change the sum")
+	}
+	if plandelta.NewDigest(c).Sum == digest {
+		t.Error("changing LAN.Active does not change the digest")
 	}
 }
 
@@ -252,6 +318,20 @@ func BenchmarkSumDiffApply(b *testing.B) {
 	b.Run("Apply", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := plandelta.Apply(old, d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Digest", func(b *testing.B) {
+		for b.Loop() {
+			plandelta.NewDigest(new)
+		}
+	})
+	d.Sum, d.SumVersion = fmt.Sprintf("%x", plandelta.NewDigest(new).Sum), plandelta.SumVersion
+	od := plandelta.NewDigest(old)
+	b.Run("ApplyDigest", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := plandelta.ApplyDigest(old, od, d); err != nil {
 				b.Fatal(err)
 			}
 		}

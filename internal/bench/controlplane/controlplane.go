@@ -76,6 +76,9 @@ type Config struct {
 	// NoDeltas and NoCompression make the agents take whole plans and
 	// uncompressed answers (to measure what deltas and gzip save).
 	NoDeltas, NoCompression bool
+	// NoLocal makes the agents take plans without their Local (as fednet
+	// agent --no-failover), to measure what carrying it costs.
+	NoLocal bool
 	// Progress, when set, gets a line per step.
 	Progress io.Writer
 }
@@ -89,6 +92,8 @@ type Result struct {
 	CPUs        int    `json:"cpus"`
 	Deltas      bool   `json:"deltas"`
 	Compression bool   `json:"compression"`
+	// Local says the agents took their plans' Local (the default).
+	Local bool `json:"local"`
 	// Setup: enrolling every agent and handing each its first (whole)
 	// plan.
 	EnrollSeconds    float64 `json:"enrollSeconds"`
@@ -237,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r := &run{cfg: cfg}
 	defer r.close()
-	res := &Result{Gateways: cfg.Gateways, Managers: cfg.Managers, Store: cfg.Store, CPUs: runtime.NumCPU(), Deltas: !cfg.NoDeltas, Compression: !cfg.NoCompression}
+	res := &Result{Gateways: cfg.Gateways, Managers: cfg.Managers, Store: cfg.Store, CPUs: runtime.NumCPU(), Deltas: !cfg.NoDeltas, Compression: !cfg.NoCompression, Local: !cfg.NoLocal}
 	if cfg.Store == Etcd {
 		res.EtcdMembers = cfg.EtcdMembers
 	}
@@ -479,7 +484,7 @@ func (r *run) enroll(ctx context.Context, i int) (*agent, error) {
 		return nil, err
 	}
 	a.cl, err = client.New(client.Config{URLs: urls, Token: er.Credential, CAFingerprint: jt.CAFingerprint, Timeout: 30 * time.Second,
-		DialContext: countingDialer(&r.read), NoDeltas: r.cfg.NoDeltas, NoCompression: r.cfg.NoCompression})
+		DialContext: countingDialer(&r.read), NoDeltas: r.cfg.NoDeltas, NoCompression: r.cfg.NoCompression, NoLocal: r.cfg.NoLocal})
 	return a, err
 }
 

@@ -1,0 +1,294 @@
+package plandelta
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// SumVersion is the version of the sum Digest makes, which deltas carry
+// (Delta.SumVersion). Version 1 (Sum) hashes a plan's lists entry by entry
+// in order: checking a delta costs the whole plan. Version 2 hashes each
+// entry on its own and adds the hashes of a list together, so that a delta
+// changes a list's digest by the entries it sets and drops: a manager and
+// an agent that hold a plan's Digest check the next plan in the size of
+// the delta. An agent says it takes version 2 with the request header
+// SumHeader; an older agent gets whole plans.
+const SumVersion = 2
+
+// SumHeader is the request header with which a plan watch asks for deltas
+// carrying sums of version SumVersion ("2").
+const SumHeader = "Fednet-Plan-Sum"
+
+// Digest is the sum of version 2 of a plan with what updating it needs:
+// per long list (peers, routes, flows, remote prefixes) the sum, modulo
+// 2^64, of the 64-bit xxHash of each entry's binary form (that of Sum);
+// Sum is SHA-256 over the version, the plan's head as JSON, each list's
+// length and digest, and when the plan has a Local, SumLocal of it. It detects a delta applied to the wrong base
+// or rebuilt wrongly (a chance of 2^-64 per list to miss), not forgery:
+// the manager is authenticated by TLS.
+type Digest struct {
+	Lists [4]uint64
+	Sum   [sha256.Size]byte
+	// Local is the digest of the plan's Local, nil when it has none.
+	// Plans of one planning share theirs; it is never written to.
+	Local *LocalDigest
+}
+
+// LocalDigest is the digest of a plan's Local in sums of version 2: the
+// 64-bit xxHash of each site's JSON, in the federation's order, and Sum,
+// SHA-256 over the Local without its sites as JSON and those hashes. A
+// LocalDelta changes it by the sites it inserts (the sites it copies keep
+// their hashes), so an agent checks a Local rebuilt from a delta without
+// encoding the whole federation again.
+type LocalDigest struct {
+	Sites []uint64
+	Sum   [sha256.Size]byte
+}
+
+// NewLocalDigest returns the digest of l (nil for a nil l), encoding it
+// whole.
+func NewLocalDigest(l *plan.Local) *LocalDigest {
+	if l == nil {
+		return nil
+	}
+	ld := &LocalDigest{}
+	if l.Federation != nil {
+		ld.Sites = make([]uint64, len(l.Federation.Sites))
+		for i, site := range l.Federation.Sites {
+			ld.Sites[i] = siteHash(site)
+		}
+	}
+	ld.Sum = localSum(l, ld.Sites)
+	return ld
+}
+
+// siteHash is the xxHash of a site's JSON (every field JSON has, as
+// SumLocal covers it).
+func siteHash(s spec.Site) uint64 { return xxhash.Sum64String(encode(s)) }
+
+// localSum is LocalDigest.Sum of l with its sites' hashes.
+func localSum(l *plan.Local, sites []uint64) [sha256.Size]byte {
+	rest := *l
+	if l.Federation != nil {
+		f := *l.Federation
+		f.Sites = nil
+		rest.Federation = &f
+	}
+	b := append([]byte("fednet local sum 2\n"), encode(rest)...)
+	b = binary.AppendUvarint(b, uint64(len(sites)))
+	for _, h := range sites {
+		b = binary.LittleEndian.AppendUint64(b, h)
+	}
+	return sha256.Sum256(b)
+}
+
+// edited returns the digest of l, which ld's Local became by d: the sites
+// d copies keep their hashes, those it inserts are hashed.
+func (ld *LocalDigest) edited(l *plan.Local, d *LocalDelta) (*LocalDigest, error) {
+	sites, err := applyEdits(d.Sites, ld.Sites, siteHash)
+	if err != nil {
+		return nil, fmt.Errorf("sites: %w", err)
+	}
+	return &LocalDigest{Sites: sites, Sum: localSum(l, sites)}, nil
+}
+
+// The lists of a plan, in Digest.Lists.
+const (
+	listPeers = iota
+	listRoutes
+	listFlows
+	listRemote
+)
+
+// NewDigest returns the digest of g, hashing every entry (and encoding its
+// Local).
+func NewDigest(g plan.Gateway) Digest {
+	return NewDigestWithLocal(g, NewLocalDigest(g.Local))
+}
+
+// NewDigestWithLocal is NewDigest for a caller that has the digest of
+// g.Local at hand (NewLocalDigest; the plans of one planning share it).
+func NewDigestWithLocal(g plan.Gateway, local *LocalDigest) Digest {
+	d := Digest{Local: local}
+	var buf []byte
+	for _, p := range g.Peers {
+		d.Lists[listPeers] += hashOf(&buf, p, appendPeer)
+	}
+	for _, r := range g.Routes {
+		d.Lists[listRoutes] += hashOf(&buf, r, appendRoute)
+	}
+	for _, f := range g.Firewall.Flows {
+		d.Lists[listFlows] += hashOf(&buf, f, appendFlow)
+	}
+	for _, p := range g.Firewall.Remote {
+		d.Lists[listRemote] += hashOf(&buf, p, appendPrefix)
+	}
+	d.Sum = digestSum(g, d.Lists, local)
+	return d
+}
+
+// Same reports whether d and o are the digests of the same plan.
+func (d Digest) Same(o Digest) bool { return d.Sum == o.Sum && d.Lists == o.Lists }
+
+// Bare returns the Sum of d's plan g without its Local (as a delta to an
+// agent that does not take Local carries it), without hashing the lists.
+func (d Digest) Bare(g plan.Gateway) [sha256.Size]byte {
+	g.Local = nil
+	return digestSum(g, d.Lists, nil)
+}
+
+// hashOf is the xxHash of x's binary form, encoded into *buf.
+func hashOf[T any](buf *[]byte, x T, enc func([]byte, T) []byte) uint64 {
+	*buf = enc((*buf)[:0], x)
+	return xxhash.Sum64(*buf)
+}
+
+// digestSum is Digest.Sum of g with the list digests lists and local, the
+// digest of g's Local (read only when g has one).
+func digestSum(g plan.Gateway, lists [4]uint64, local *LocalDigest) [sha256.Size]byte {
+	js, err := json.Marshal(head(g))
+	if err != nil {
+		js = []byte("unencodable: " + err.Error()) // as sumOf
+	}
+	b := make([]byte, 0, len(js)+96)
+	b = append(b, "fednet plan sum 2\n"...)
+	b = appendBytes(b, js)
+	for i, n := range []int{len(g.Peers), len(g.Routes), len(g.Firewall.Flows), len(g.Firewall.Remote)} {
+		b = binary.AppendUvarint(b, uint64(n))
+		b = binary.LittleEndian.AppendUint64(b, lists[i])
+	}
+	if g.Local != nil {
+		b = append(b, 'L')
+		if local != nil {
+			b = append(b, local.Sum[:]...)
+		}
+	}
+	return sha256.Sum256(b)
+}
+
+// Edited returns the digest of new, which d's plan old became by setting
+// and dropping entries of its lists as delta e says (the entries of new
+// it sets, the keys of old it drops; Remote and RemoteGone included; Head
+// and Sum are not read); local is the digest of new.Local, read only when
+// new has a Local. It hashes only the entries named, finding old's by key.
+func (d Digest) Edited(old, new plan.Gateway, e Delta, local *LocalDigest) Digest {
+	var buf []byte
+	out := d
+	out.Local = local
+	out.Lists[listPeers] = editList(&buf, out.Lists[listPeers], old.Peers, e.Peers, e.PeersGone, peerKey, comparePeerKey, appendPeer)
+	out.Lists[listRoutes] = editList(&buf, out.Lists[listRoutes], old.Routes, e.Routes, e.RoutesGone, routeKey, comparePrefix, appendRoute)
+	out.Lists[listFlows] = editList(&buf, out.Lists[listFlows], old.Firewall.Flows, e.Flows, e.FlowsGone, flowKey, compareFlowKey, appendFlow)
+	out.Lists[listRemote] = editList(&buf, out.Lists[listRemote], old.Firewall.Remote, e.Remote, e.RemoteGone, prefixKey, comparePrefix, appendPrefix)
+	out.Sum = digestSum(new, out.Lists, local)
+	return out
+}
+
+// editList updates the digest sum of list old (sorted by key) for the
+// entries set (replacing those of old with their key) and the keys gone.
+func editList[T, K any](buf *[]byte, sum uint64, old, set []T, gone []K, key func(T) K, compare func(a, b K) int, enc func([]byte, T) []byte) uint64 {
+	find := func(k K) (int, bool) {
+		return slices.BinarySearchFunc(old, k, func(x T, k K) int { return compare(key(x), k) })
+	}
+	for _, k := range gone {
+		if i, ok := find(k); ok {
+			sum -= hashOf(buf, old[i], enc)
+		}
+	}
+	for _, x := range set {
+		if i, ok := find(key(x)); ok {
+			sum -= hashOf(buf, old[i], enc)
+		}
+		sum += hashOf(buf, x, enc)
+	}
+	return sum
+}
+
+// ApplyDigest is Apply for a delta of sum version 2 to a base whose digest
+// the caller holds (from NewDigest or an earlier ApplyDigest): it checks
+// the rebuilt plan against d's sum from the digest, in the size of the
+// delta (but for copying the lists), and returns the new plan's digest.
+// The base must be keyed (as every plan Apply or plan.Compute returns).
+// A delta of sum version 1 is checked as Apply does, and the digest
+// returned is computed whole.
+func ApplyDigest(base plan.Gateway, bd Digest, d Delta) (plan.Gateway, Digest, error) {
+	if d.SumVersion != SumVersion {
+		g, err := Apply(base, d)
+		if err != nil {
+			return g, Digest{}, err
+		}
+		return g, NewDigest(g), nil
+	}
+	if err := d.wellFormed(); err != nil {
+		return plan.Gateway{}, Digest{}, err
+	}
+	g, err := rebuild(base, d)
+	if err != nil {
+		return plan.Gateway{}, Digest{}, err
+	}
+	var local *LocalDigest
+	switch {
+	case g.Local == nil:
+	case d.Local != nil && bd.Local != nil:
+		if local, err = bd.Local.edited(g.Local, d.Local); err != nil {
+			return plan.Gateway{}, Digest{}, err
+		}
+	default:
+		local = NewLocalDigest(g.Local)
+	}
+	nd := bd.Edited(base, g, d, local)
+	if fmt.Sprintf("%x", nd.Sum) != d.Sum {
+		return plan.Gateway{}, Digest{}, ErrMismatch
+	}
+	return g, nd, nil
+}
+
+// wellFormed checks that each list of d sets a key at most once and never
+// both sets and drops one (which the digest's update assumes).
+func (d Delta) wellFormed() error {
+	if !setAndGone(d.Peers, d.PeersGone, peerKey, comparePeerKey) || !setAndGone(d.Routes, d.RoutesGone, routeKey, comparePrefix) ||
+		!setAndGone(d.Flows, d.FlowsGone, flowKey, compareFlowKey) || !setAndGone(d.Remote, d.RemoteGone, prefixKey, comparePrefix) {
+		return fmt.Errorf("%w: the delta names an entry twice", ErrMismatch)
+	}
+	return nil
+}
+
+// setAndGone reports whether the keys of set and gone are all different.
+func setAndGone[T, K any](set []T, gone []K, key func(T) K, compare func(a, b K) int) bool {
+	keys := make([]K, 0, len(set)+len(gone))
+	for _, x := range set {
+		keys = append(keys, key(x))
+	}
+	keys = append(keys, gone...)
+	slices.SortFunc(keys, compare)
+	for i := 1; i < len(keys); i++ {
+		if compare(keys[i-1], keys[i]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func prefixKey(p netip.Prefix) netip.Prefix { return p }
+
+// appendRoute encodes every field of a route.
+func appendRoute(b []byte, r plan.Route) []byte {
+	b = appendPrefix(b, r.Destination)
+	b = appendString(b, r.Device)
+	return appendString(b, r.Via)
+}
+
+// appendFlow encodes every field of a flow.
+func appendFlow(b []byte, f plan.Flow) []byte {
+	b = appendString(b, f.Network)
+	b = appendPrefix(b, f.Source)
+	return appendPrefix(b, f.Destination)
+}
