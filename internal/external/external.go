@@ -53,7 +53,9 @@ type Config struct {
 	LocalPrefixes  []netip.Prefix `json:"local_prefixes"`
 	RemotePrefixes []netip.Prefix `json:"remote_prefixes"`
 	// ChildSAs are the selector pairs the fednet gateway proposes, from
-	// the provider's view (local: the site's prefixes).
+	// the provider's view (local: the site's prefixes): one per prefix
+	// pair for a policy-based provider (VPNaaS), else one route-based
+	// pair whose remote selector is 0.0.0.0/0 (fednet's gateway filters).
 	ChildSAs []ChildSA `json:"child_sas"`
 	// PSKFile is where the pre-shared key lies on the fednet gateway: the
 	// same key is entered on the provider's side.
@@ -148,7 +150,10 @@ func New(f *spec.Federation, in plan.Inputs, name string) (Config, error) {
 			}
 		}
 	} else {
-		c.ChildSAs = []ChildSA{{Local: c.LocalPrefixes, Remote: c.RemotePrefixes}}
+		// Route-based: any remote address in the selectors; the
+		// provider routes RemotePrefixes into the tunnel and fednet's
+		// gateway forwards only what the site's networks allow.
+		c.ChildSAs = []ChildSA{{Local: c.LocalPrefixes, Remote: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}
 	}
 	if p := x.InsideCIDR; p.IsValid() {
 		c.InsideCIDR = p

@@ -44,7 +44,7 @@ func (c Config) aws(b *strings.Builder) {
 	fmt.Fprintf(b, "1. Customer gateway: IP address %s, routing Static.\n", c.PeerAddress)
 	fmt.Fprintf(b, "2. Site-to-Site VPN connection: target gateway your VPC's virtual private gateway (or transit gateway), customer gateway the one above,\n")
 	fmt.Fprintf(b, "   routing options Static, static IP prefixes %s.\n", join(c.RemotePrefixes))
-	fmt.Fprintf(b, "   Local IPv4 network CIDR %s; remote IPv4 network CIDR 0.0.0.0/0 (fednet proposes the exact prefixes).\n", localCIDR(c.LocalPrefixes))
+	fmt.Fprintf(b, "   Local IPv4 network CIDR %s; remote IPv4 network CIDR %s (route-based: fednet's gateway forwards only what the site's networks allow).\n", localCIDR(c.LocalPrefixes), join(c.ChildSAs[0].Remote))
 	fmt.Fprintf(b, "3. Tunnel 1 options (outside IP address %s; the spec's endpoint must be this one):\n", c.LocalAddress)
 	fmt.Fprintf(b, "   Inside IPv4 CIDR           %s (AWS %s, fednet %s)\n", c.InsideCIDR, c.InsideLocal.Addr(), c.InsidePeer.Addr())
 	fmt.Fprintf(b, "   Pre-shared key             the contents of %s\n", c.PSKFile)
@@ -84,10 +84,10 @@ func (c Config) gcp(b *strings.Builder) {
 	ike, esp := c.IKE[0], c.ESP[0]
 	fmt.Fprintf(b, "1. Peer VPN gateway: interface 0 IP address %s.\n", c.PeerAddress)
 	fmt.Fprintf(b, "2. VPN tunnel from your Cloud VPN gateway (interface IP %s) to it: IKE version %d, shared secret: the contents of %s.\n", c.LocalAddress, c.IKEVersion, c.PSKFile)
-	fmt.Fprintf(b, "   Classic VPN (route based): local traffic selector %s, remote traffic selector %s;\n", join(c.LocalPrefixes), join(c.RemotePrefixes))
+	fmt.Fprintf(b, "   Classic VPN (route based): local traffic selector %s, remote traffic selector %s;\n", join(c.ChildSAs[0].Local), join(c.ChildSAs[0].Remote))
 	fmt.Fprintf(b, "   then routes %s -> next hop the tunnel.\n", join(c.RemotePrefixes))
 	fmt.Fprintf(b, "   gcloud compute vpn-tunnels create fednet-%s --peer-address=%s --ike-version=%d --shared-secret=\"$(cat %s)\" --local-traffic-selector=%s --remote-traffic-selector=%s --target-vpn-gateway=GATEWAY --region=REGION\n",
-		c.Site, c.PeerAddress, c.IKEVersion, c.PSKFile, joinComma(c.LocalPrefixes), joinComma(c.RemotePrefixes))
+		c.Site, c.PeerAddress, c.IKEVersion, c.PSKFile, joinComma(c.ChildSAs[0].Local), joinComma(c.ChildSAs[0].Remote))
 	fmt.Fprintf(b, "3. Ciphers: Cloud VPN is not told them; fednet proposes exactly one per role, which Cloud VPN accepts:\n")
 	fmt.Fprintf(b, "   Phase 1 encryption %s, integrity %s, PRF %s, DH %s; lifetime %d s (fixed)\n", ike.Encryption, dash(ike.Integrity), ike.PRF, ike.DHGroup, c.IKELifetimeSeconds)
 	fmt.Fprintf(b, "   Phase 2 encryption %s, integrity %s, PFS %s; lifetime %d s (fixed)\n", esp.Encryption, dash(esp.Integrity), esp.DHGroup, c.ESPLifetimeSeconds)

@@ -23,6 +23,8 @@ type ChildSA struct {
 	RemoteTS []netip.Prefix `json:"remoteTS"`
 }
 
+var anyIPv4 = netip.MustParsePrefix("0.0.0.0/0")
+
 // externalsUp marks external sites up whose via gateway is active.
 func (v *view) externalsUp() {
 	for si := range v.f.Sites {
@@ -42,7 +44,10 @@ func (v *view) externalsUp() {
 // ri in the spec), when a.self terminates it and the site routes
 // anything: the connection's IPsec block, its allowed IPs (the site's
 // prefixes this gateway routes to it, from via), one CHILD_SA per
-// prefix pair or one for all, as the profile needs.
+// prefix pair (a policy-based provider: the local selectors are the
+// prefixes the site may reach) or one route-based CHILD_SA (local
+// selector 0.0.0.0/0, as fednet's own IPsec links), as the profile
+// needs.
 func externalPeer(a planArgs, remote *spec.Site, via [][]netip.Prefix, ri int) (Peer, bool) {
 	x := remote.External
 	if x.Via != a.self.Name || !a.v.siteUp(remote.Name) || via == nil {
@@ -76,7 +81,11 @@ func externalPeer(a planArgs, remote *spec.Site, via [][]netip.Prefix, ri int) (
 			}
 		}
 	} else {
-		ip.Children = []ChildSA{{LocalTS: localTS, RemoteTS: remoteTS}}
+		// Route-based, as fednet's own IPsec links: the local selector
+		// is any address; the gateway's routes and forward filter (the
+		// flows of the site's networks) decide what crosses.
+		ip.LocalTS = []netip.Prefix{anyIPv4}
+		ip.Children = []ChildSA{{LocalTS: ip.LocalTS, RemoteTS: remoteTS}}
 	}
 	return Peer{
 		Gateway:    remote.Name,

@@ -34,63 +34,74 @@ func TestExternalSites(t *testing.T) {
 		}
 		return g.Routes[i], true
 	}
-	// The via gateway holds both connections, on ipsec0.
-	aws := by["aws-gw"]
+	// Each via gateway holds its site's connection, on ipsec0: aws-vpc
+	// (route-based, any local selector), os-lab (a CHILD_SA per pair).
 	for _, x := range []struct {
-		site   string
-		prefix netip.Prefix
-		local  []netip.Prefix
-		childs int
+		via, site string
+		prefix    netip.Prefix
+		children  []plan.ChildSA
 	}{
-		{"aws-vpc", vpc, prefixes("10.1.0.0/24", "10.2.0.0/24", "10.5.0.0/24", "10.6.0.0/24"), 1},
-		{"os-lab", osLab, prefixes("10.5.0.0/24", "10.6.0.0/24"), 2},
+		{"aws-gw", "aws-vpc", vpc, []plan.ChildSA{{LocalTS: prefixes("0.0.0.0/0"), RemoteTS: []netip.Prefix{vpc}}}},
+		{"onprem-gw", "os-lab", osLab, []plan.ChildSA{{LocalTS: prefixes("10.5.0.0/24"), RemoteTS: []netip.Prefix{osLab}}}},
 	} {
-		i := slices.IndexFunc(aws.Peers, func(p plan.Peer) bool { return p.Gateway == x.site })
+		g := by[x.via]
+		i := slices.IndexFunc(g.Peers, func(p plan.Peer) bool { return p.Gateway == x.site })
 		if i < 0 {
-			t.Fatalf("aws-gw has no peer for external site %s", x.site)
+			t.Fatalf("%s has no peer for external site %s", x.via, x.site)
 		}
-		p := aws.Peers[i]
+		p := g.Peers[i]
 		if p.Backend != backend.IPsec || !p.IPsec.Initiator || !slices.Equal(p.AllowedIPs, []netip.Prefix{x.prefix}) ||
-			!slices.Equal(p.IPsec.LocalTS, x.local) || len(p.IPsec.Children) != x.childs {
-			t.Errorf("aws-gw's peer %s: %+v; want ipsec, initiator, allowed %s, local %v, %d children", x.site, p, x.prefix, x.local, x.childs)
+			!slices.EqualFunc(p.IPsec.Children, x.children, func(a, b plan.ChildSA) bool {
+				return slices.Equal(a.LocalTS, b.LocalTS) && slices.Equal(a.RemoteTS, b.RemoteTS)
+			}) {
+			t.Errorf("%s's peer %s: %+v; want ipsec, initiator, allowed %s, children %v", x.via, x.site, p, x.prefix, x.children)
 		}
-		if r, ok := routeOf(aws, x.prefix); !ok || r.Device != "ipsec0" || r.Via != x.site {
-			t.Errorf("aws-gw routes %s as %+v; want into ipsec0 to %s", x.prefix, r, x.site)
+		if r, ok := routeOf(g, x.prefix); !ok || r.Device != "ipsec0" || r.Via != x.site {
+			t.Errorf("%s routes %s as %+v; want into ipsec0 to %s", x.via, x.prefix, r, x.site)
 		}
 	}
-	// The other gateways route an external site's prefix to the via
+	// The other gateways route an external site's prefix to its via
 	// gateway exactly when they share a network with it.
-	for _, g := range []string{"azure-gw", "onprem-gw", "hotel-gw"} {
+	for _, g := range []string{"azure-gw", "onprem-gw", "hotel-gw", "aws-gw"} {
 		for _, x := range []struct {
 			prefix netip.Prefix
+			via    string
 			shares bool
-		}{{vpc, true}, {osLab, g != "azure-gw"}} {
+		}{{vpc, "aws-gw", true}, {osLab, "onprem-gw", false}} {
+			if g == x.via {
+				continue // checked above
+			}
 			r, ok := routeOf(by[g], x.prefix)
-			if ok != x.shares || ok && r.Via != "aws-gw" {
-				t.Errorf("%s: route to %s %+v (present %v); want one via aws-gw: %v", g, x.prefix, r, ok, x.shares)
+			if ok != x.shares || ok && r.Via != x.via {
+				t.Errorf("%s: route to %s %+v (present %v); want one via %s: %v", g, x.prefix, r, ok, x.via, x.shares)
 			}
 		}
 	}
-	// The via gateway forwards between the external sites and the sites
-	// they share a network with, never between the two external sites.
+	// aws-gw forwards between aws-vpc and the sites of network apps,
+	// never to os-lab (which shares no network with it).
+	aws := by["aws-gw"]
+	if !slices.ContainsFunc(aws.Firewall.Flows, func(fl plan.Flow) bool { return fl.Source == vpc && fl.Destination.String() == "10.6.0.0/24" }) {
+		t.Errorf("aws-gw does not forward aws-vpc -> hotel (both in apps; relayed)")
+	}
 	for _, fl := range aws.Firewall.Flows {
 		if (fl.Source == vpc || fl.Destination == vpc) && (fl.Source == osLab || fl.Destination == osLab) {
 			t.Errorf("aws-gw forwards between the two external sites: %+v", fl)
 		}
 	}
-	// With aws-gw down, nobody routes to the external sites.
+	// With aws-gw down, nobody routes to aws-vpc.
 	down, err := plan.Compute(f, in.WithGatewayDown("aws-gw"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range down {
-		for _, p := range []netip.Prefix{vpc, osLab} {
-			if r, ok := routeOf(g, p); ok {
-				t.Errorf("with aws-gw down, %s still routes %s: %+v", g.Name, p, r)
-			}
+		if r, ok := routeOf(g, vpc); ok {
+			t.Errorf("with aws-gw down, %s still routes %s: %+v", g.Name, vpc, r)
 		}
 	}
-	if got := plan.ExternalReach(f, in, "os-lab"); !slices.Equal(got, prefixes("10.5.0.0/24", "10.6.0.0/24")) {
+	if got := plan.ExternalReach(f, in, "aws-vpc"); !slices.Equal(got, prefixes("10.1.0.0/24", "10.2.0.0/24", "10.5.0.0/24", "10.6.0.0/24")) {
+		t.Errorf("ExternalReach(aws-vpc) = %v", got)
+	}
+	if got := plan.ExternalReach(f, in, "os-lab"); !slices.Equal(got, prefixes("10.5.0.0/24")) {
 		t.Errorf("ExternalReach(os-lab) = %v", got)
 	}
 }
