@@ -273,7 +273,7 @@ func RunInterop(ctx context.Context, cfg InteropConfig) (*InteropReport, error) 
 	// The providers' side first, as an operator would: each external
 	// site's key, then its VPN gateway configured from the JSON alone.
 	for _, n := range l.Externals() {
-		c, err := startProvider(ctx, l, cfg.Binary, n)
+		c, err := StartProvider(ctx, l, cfg.Binary, n, nil)
 		if c != nil {
 			charons = append(charons, c)
 		}
@@ -392,12 +392,14 @@ func RunInterop(ctx context.Context, cfg InteropConfig) (*InteropReport, error) 
 	return r, nil
 }
 
-// startProvider plays external site n.Site's provider: it writes the
+// StartProvider plays external site n.Site's provider: it writes the
 // site's pre-shared key (letters and digits, as AWS allows), starts a
 // standalone charon in n, asks `fednet external config SITE --format
 // json` what to configure, translates that into swanctl.conf
-// (SwanctlConf) and loads it with swanctl over the charon's own socket.
-func startProvider(ctx context.Context, l *lab.Lab, binary string, n *lab.Node) (*lab.Charon, error) {
+// (SwanctlConf), passes it through edit when edit is not nil (a test's
+// operator mistyping), and loads it with swanctl over the charon's own
+// socket. The charon is returned (to stop) even with an error.
+func StartProvider(ctx context.Context, l *lab.Lab, binary string, n *lab.Node, edit func(conf string) string) (*lab.Charon, error) {
 	out, err := l.Internet.Run(ctx, binary, "external", "config", n.Site, "-f", filepath.Join(l.Dir, lab.SpecFile), "--format", "json")
 	if err != nil {
 		return nil, fmt.Errorf("fednet external config %s: %w", n.Site, err)
@@ -416,6 +418,9 @@ func startProvider(ctx context.Context, l *lab.Lab, binary string, n *lab.Node) 
 	conf, err := SwanctlConf(c, strings.TrimSpace(string(key)))
 	if err != nil {
 		return nil, fmt.Errorf("external site %s: %w", n.Site, err)
+	}
+	if edit != nil {
+		conf = edit(conf)
 	}
 	ch, err := l.StartCharon(ctx, n)
 	if err != nil {
