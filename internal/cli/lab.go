@@ -29,7 +29,7 @@ Every namespace is named fnlab-<name>-..., so "fednet lab down" finds and
 removes everything, also after a crash. The lab never changes the addresses or
 routes of this machine itself. It needs root.`,
 	}
-	cmd.AddCommand(newLabUpCmd(), newLabDownCmd(), newLabStatusCmd(), newLabExecCmd(), newLabDemoCmd(), newLabImpairCmd(), newLabFaultsCmd())
+	cmd.AddCommand(newLabUpCmd(), newLabDownCmd(), newLabStatusCmd(), newLabExecCmd(), newLabDemoCmd(), newLabImpairCmd(), newLabFaultsCmd(), newLabInteropCmd())
 	return cmd
 }
 
@@ -300,14 +300,11 @@ It exits 0 only if every check passes, and removes the lab unless --keep.`,
 			}
 			cfg := demo.Config{Sites: sites, Keep: keep, Throughput: throughput, Static: static, Managers: managers}
 			if file != "" {
-				if _, err := readSpec(file); err != nil {
-					return err
-				}
-				data, err := os.ReadFile(file)
+				text, err := readSpecText(file)
 				if err != nil {
 					return err
 				}
-				cfg.SpecYAML = string(data)
+				cfg.SpecYAML = text
 			}
 			if !asJSON {
 				cfg.Progress = cmd.OutOrStdout()

@@ -35,6 +35,9 @@ the agent until the key is known.`,
 			if err != nil {
 				return err
 			}
+			for _, w := range f.Warnings() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "fednet: warning: %s\n", w)
+			}
 			gws, err := plan.Compute(f, plan.Inputs{})
 			if err != nil {
 				return err

@@ -76,7 +76,7 @@ Start with "fednet lab demo" to see a three-site federation on this machine.`,
 	}
 	root.AddCommand(newPlanCmd(), newKeygenCmd(), newPubkeyCmd(), newAgentCmd(), newWgdevCmd(), newLabCmd(), newManagerCmd(), newHostCmd(), newBenchCmd(), newProbeCmd())
 	root.AddCommand(newOperatorCmds()...)
-	root.AddCommand(newCloudCmd(), newDocsCmd())
+	root.AddCommand(newCloudCmd(), newDocsCmd(), newExternalCmd())
 	return root
 }
 

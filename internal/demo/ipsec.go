@@ -26,19 +26,9 @@ func IPsecGateway(f *spec.Federation, s *spec.Site) bool {
 // links, writing the federation's pre-shared key file first if the lab
 // owns its path, and returns the agent's extra arguments (--ipsec-vici).
 func (d *Deployment) startIPsec(ctx context.Context, gw *lab.Node) ([]string, error) {
-	f := d.Federation
-	site, ok := f.Site(gw.Site)
-	if !ok || !IPsecGateway(f, site) {
-		return nil, nil
-	}
-	if f.Overlay.IPsec != nil {
-		if err := d.Lab.EnsurePSK(f.Overlay.IPsec.PSK.File); err != nil {
-			return nil, err
-		}
-	}
-	c, err := d.Lab.StartCharon(ctx, gw)
-	if err != nil {
-		return nil, fmt.Errorf("IPsec for %s: %w", gw.Name, err)
+	c, err := StartGatewayCharon(ctx, d.Lab, d.Federation, gw)
+	if c == nil || err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	if d.charons == nil {
@@ -47,6 +37,27 @@ func (d *Deployment) startIPsec(ctx context.Context, gw *lab.Node) ([]string, er
 	d.charons[gw.Name] = c
 	d.mu.Unlock()
 	return []string{"--ipsec-vici", c.Socket}, nil
+}
+
+// StartGatewayCharon starts the charon of gateway gw of f when its site
+// has IPsec links (nil, nil when it has none), writing the federation's
+// pre-shared key file first if the lab owns its path. The agent takes
+// "--ipsec-vici", c.Socket.
+func StartGatewayCharon(ctx context.Context, l *lab.Lab, f *spec.Federation, gw *lab.Node) (*lab.Charon, error) {
+	site, ok := f.Site(gw.Site)
+	if !ok || !IPsecGateway(f, site) {
+		return nil, nil
+	}
+	if f.Overlay.IPsec != nil && f.UsesBackend(backend.IPsec) {
+		if err := l.EnsurePSK(f.Overlay.IPsec.PSK.File); err != nil {
+			return nil, err
+		}
+	}
+	c, err := l.StartCharon(ctx, gw)
+	if err != nil {
+		return nil, fmt.Errorf("IPsec for %s: %w", gw.Name, err)
+	}
+	return c, nil
 }
 
 // Charon returns the IPsec daemon of a gateway, or nil.

@@ -306,6 +306,11 @@ func (m *Managed) Apply(ctx context.Context, specYAML string) (*api.SpecResponse
 
 // Enroll creates a join token for a gateway and starts its agent with it.
 func (m *Managed) Enroll(ctx context.Context, gateway string) error {
+	return m.EnrollWith(ctx, gateway)
+}
+
+// EnrollWith is Enroll with further agent arguments (--ipsec-vici).
+func (m *Managed) EnrollWith(ctx context.Context, gateway string, extra ...string) error {
 	node := m.Lab.Gateway(gateway)
 	if node == nil {
 		return fmt.Errorf("gateway %s is not in the lab", gateway)
@@ -320,7 +325,7 @@ func (m *Managed) Enroll(ctx context.Context, gateway string) error {
 	if err := os.WriteFile(file, []byte(tok.Token+"\n"), 0o600); err != nil {
 		return fmt.Errorf("join token for %s: %w", gateway, err)
 	}
-	return m.startAgent(node, "--token-file", file)
+	return m.startAgent(node, append([]string{"--token-file", file}, extra...)...)
 }
 
 // StartAgent starts a gateway's agent again on its data directory (it

@@ -38,6 +38,7 @@ const charonConf = `charon {
   load_modular = no
   load = random nonce openssl aes sha1 sha2 hmac gcm chapoly curve25519 kdf pem pkcs1 x509 pubkey vici kernel-libipsec kernel-netlink socket-default
   install_virtual_ip = no
+  install_routes = no
   routing_table = 220
   routing_table_prio = 32800
   retransmit_tries = 3
@@ -59,9 +60,15 @@ const charonConf = `charon {
 }
 `
 
+// externalCharonConf is charonConf for a node standing in for a
+// provider's VPN gateway (RoleExternal): its routes into the tunnel
+// (table 220) come before the main table, as a standalone strongSwan's
+// do, since nothing else routes there.
+var externalCharonConf = strings.NewReplacer("routing_table_prio = 32800", "routing_table_prio = 220", "install_routes = no", "install_routes = yes").Replace(charonConf)
+
 // StartCharon starts a charon in node n (a gateway, or a node standing in
-// for a provider's VPN gateway) with the lab's configuration and waits
-// until its vici socket answers. The process ends with (*Lab).Down or its
+// for a provider's VPN gateway: externalCharonConf) with the lab's
+// configuration and waits until its vici socket answers. The process ends with (*Lab).Down or its
 // Stop.
 func (l *Lab) StartCharon(ctx context.Context, n *Node) (*Charon, error) {
 	if _, err := os.Stat(CharonPath); err != nil {
@@ -71,7 +78,11 @@ func (l *Lab) StartCharon(ctx context.Context, n *Node) (*Charon, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("charon of %s: %w", n.Name, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "strongswan.conf"), []byte(charonConf), 0o600); err != nil {
+	conf := charonConf
+	if n.Role == RoleExternal {
+		conf = externalCharonConf
+	}
+	if err := os.WriteFile(filepath.Join(dir, "strongswan.conf"), []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("charon of %s: %w", n.Name, err)
 	}
 	script := `mount --bind "$1" /run && STRONGSWAN_CONF=/run/strongswan.conf exec ` + CharonPath

@@ -449,6 +449,10 @@ func (l *Lab) build(ctx context.Context) error {
 				"net/ipv4/conf/all/send_redirects", "0", "net/ipv4/conf/default/send_redirects", "0")
 		case RoleGateway:
 			kv = append(kv, "net/ipv4/conf/all/accept_redirects", "0", "net/ipv4/conf/default/accept_redirects", "0")
+		case RoleExternal:
+			// A provider's VPN gateway routes between its site and the
+			// tunnel.
+			kv = append(kv, "net/ipv4/ip_forward", "1", "net/ipv4/conf/all/accept_redirects", "0", "net/ipv4/conf/default/accept_redirects", "0")
 		}
 		if err := inNamespace(h.ns, func() error { return sysctl(kv...) }); err != nil {
 			return fmt.Errorf("%s: %w", n.Namespace, err)
@@ -470,11 +474,15 @@ func (l *Lab) build(ctx context.Context) error {
 	if mtu == 0 {
 		mtu = DefaultMTU
 	}
-	for _, g := range l.gateways {
+	for _, g := range append(l.Gateways(), l.externals...) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		pub, err := b.veth(g, PublicInterface, l.Internet, "g"+strconv.Itoa(g.gwIndex), mtu)
+		port := "g" + strconv.Itoa(g.gwIndex)
+		if g.Role == RoleExternal {
+			port = "x" + strconv.Itoa(g.gwIndex)
+		}
+		pub, err := b.veth(g, PublicInterface, l.Internet, port, mtu)
 		if err != nil {
 			return err
 		}
@@ -490,6 +498,23 @@ func (l *Lab) build(ctx context.Context) error {
 		}
 		if err := b.addr(g, lan, g.LAN); err != nil {
 			return err
+		}
+		if g.Role == RoleExternal {
+			// A provider's network never sends private addresses to the
+			// internet: what its VPN does not carry is unreachable (the
+			// tunnel's routes, in charon's table 220, come first).
+			r := &netlink.Route{Dst: prefixNet(l.Supernet), Type: syscall.RTN_UNREACHABLE}
+			if err := b.h[g].nl.RouteAdd(r); err != nil {
+				return fmt.Errorf("%s: adding unreachable %s: %w", g.Namespace, l.Supernet, err)
+			}
+			// Its own network stays local even when the tunnel's routes
+			// (table 220, consulted before main) cover everything, as a
+			// route-based VPN's 0.0.0.0/0 does.
+			rule := netlink.NewRule()
+			rule.Dst, rule.Table, rule.Priority = prefixNet(g.LAN.Masked()), syscall.RT_TABLE_MAIN, 100
+			if err := b.h[g].nl.RuleAdd(rule); err != nil {
+				return fmt.Errorf("%s: adding rule to %s lookup main: %w", g.Namespace, g.LAN.Masked(), err)
+			}
 		}
 	}
 	for i, m := range l.Managers {
@@ -689,6 +714,10 @@ func (b *builder) addr(n *Node, link netlink.Link, p netip.Prefix) error {
 		return fmt.Errorf("%s: adding address %s to %s: %w", n.Namespace, p, link.Attrs().Name, err)
 	}
 	return nil
+}
+
+func prefixNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
 func (b *builder) route(n *Node, link netlink.Link, dst netip.Prefix, via netip.Addr, flags ...netlink.NextHopFlag) error {

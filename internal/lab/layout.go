@@ -104,6 +104,10 @@ const (
 	RoleGateway
 	RoleHost
 	RoleManager
+	// RoleExternal stands in for an external site's VPN gateway (the
+	// provider's, spec sites[].external): on the internet at the site's
+	// endpoint and on the site's segment, with no agent.
+	RoleExternal
 )
 
 // String returns the role's lowercase name.
@@ -119,6 +123,8 @@ func (r Role) String() string {
 		return "host"
 	case RoleManager:
 		return "manager"
+	case RoleExternal:
+		return "external"
 	}
 	return "role(" + strconv.Itoa(int(r)) + ")"
 }
@@ -193,12 +199,13 @@ type Lab struct {
 	// Config.Manager, Config.Managers of them when that is above 1.
 	Managers []*Node
 
-	nodes    []*Node // internet, then per site: switch, gateways, hosts
-	gateways []*Node // spec order
-	hosts    map[string][]*Node
-	switches map[string]*Node
-	segments []*segment // extra and bridged segments, in layout order
-	fabrics  map[string]Fabric
+	nodes     []*Node // internet, then per site: switch, gateways (or VPN gateway), hosts
+	gateways  []*Node // spec order
+	externals []*Node // the external sites' VPN gateways, spec order
+	hosts     map[string][]*Node
+	switches  map[string]*Node
+	segments  []*segment // extra and bridged segments, in layout order
+	fabrics   map[string]Fabric
 
 	mu    sync.Mutex
 	procs []*Process // started by Start, guarded by mu
@@ -212,6 +219,22 @@ func (l *Lab) Nodes() []*Node { return append([]*Node(nil), l.nodes...) }
 
 // Gateways returns the gateway nodes in spec order.
 func (l *Lab) Gateways() []*Node { return append([]*Node(nil), l.gateways...) }
+
+// Externals returns the nodes standing in for the external sites' VPN
+// gateways, in spec order: named "<site>-vpn", on the internet at the
+// site's endpoint and at the last usable address of the site's first
+// prefix (its hosts' next hop).
+func (l *Lab) Externals() []*Node { return append([]*Node(nil), l.externals...) }
+
+// External returns the VPN gateway node of external site site, or nil.
+func (l *Lab) External(site string) *Node {
+	for _, n := range l.externals {
+		if n.Site == site {
+			return n
+		}
+	}
+	return nil
+}
 
 // Gateway returns the node of the named gateway, or nil.
 func (l *Lab) Gateway(name string) *Node {
@@ -393,13 +416,33 @@ func newLab(cfg Config) (*Lab, error) {
 			fail("%s (%s): no prefixes; build the lab from a spec that went through spec.Parse", path, s.Name)
 			continue
 		}
-		if len(s.Gateways) == 0 {
+		if len(s.Gateways) == 0 && s.External == nil {
 			fail("%s (%s): no gateway", path, s.Name)
 			continue
 		}
 		lanAddrs := map[netip.Addr]bool{}
 		var firstLAN netip.Prefix
 		port := 0
+		if x := s.External; x != nil {
+			p := s.Prefixes[0].Masked()
+			n := &Node{Name: s.Name + "-vpn", Role: RoleExternal, Site: s.Name, Namespace: pre + "ext-" + s.Name,
+				Dir: filepath.Join(dir, "ext-"+s.Name), LAN: netip.PrefixFrom(lastAddr(p).Prev(), p.Bits()), gwIndex: len(l.externals), portIndex: port}
+			port++
+			r, ok := publicRange(x.Endpoint)
+			switch {
+			case !ok || !usable(r, x.Endpoint):
+				fail("%s.external.endpoint %s: the lab needs a host address in %s or %s", path, x.Endpoint, Routers[0].Masked(), Routers[1].Masked())
+			case publicOwner[x.Endpoint] != "":
+				fail("%s.external.endpoint %s is also %q's", path, x.Endpoint, publicOwner[x.Endpoint])
+			default:
+				publicOwner[x.Endpoint] = n.Name
+				n.Public, n.Via = netip.PrefixFrom(x.Endpoint, 32), r.Addr()
+			}
+			firstLAN = n.LAN
+			lanAddrs[n.LAN.Addr()] = true
+			l.externals = append(l.externals, n)
+			addNode(n)
+		}
 		for gi, g := range s.Gateways {
 			gpath := fmt.Sprintf("%s.gateways[%d]", path, gi)
 			if !specNameRE.MatchString(g.Name) {

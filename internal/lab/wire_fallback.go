@@ -54,15 +54,7 @@ func (r FallbackWireReport) String() string {
 // and a control address count in Control only (and in Plaintext if so).
 func AnalyzeFallback(pcapPath string, gw netip.Addr, port int, overlay netip.Prefix, inner []netip.Addr, control ...netip.Addr) (FallbackWireReport, error) {
 	var r FallbackWireReport
-	var pairs [][]byte
-	for _, a := range inner {
-		for _, b := range inner {
-			if a != b && a.Is4() && b.Is4() {
-				a4, b4 := a.As4(), b.As4()
-				pairs = append(pairs, append(a4[:], b4[:]...))
-			}
-		}
-	}
+	plainText := plaintextTest(overlay, inner)
 	var (
 		ip4 layers.IPv4
 		tcp layers.TCP
@@ -78,11 +70,7 @@ func AnalyzeFallback(pcapPath string, gw netip.Addr, port int, overlay netip.Pre
 			return
 		}
 		desc := fmt.Sprintf("%v %s > %s", ip4.Protocol, s, d)
-		plain := overlay.Contains(s) || overlay.Contains(d)
-		for _, p := range pairs {
-			plain = plain || bytes.Contains(ip4.Payload, p)
-		}
-		if plain {
+		if plainText(s, d, ip4.Payload) {
 			r.Plaintext++
 			r.Samples = sample(r.Samples, "plaintext "+desc)
 		}
@@ -111,6 +99,33 @@ func AnalyzeFallback(pcapPath string, gw netip.Addr, port int, overlay netip.Pre
 		}
 	})
 	return r, err
+}
+
+// plaintextTest returns the test of a packet (outer source, destination,
+// payload) carrying overlay traffic in clear: an address of overlay in the
+// outer header, or two of inner (hosts whose traffic crossed) adjacent in
+// the payload, as an inner IPv4 header holds them.
+func plaintextTest(overlay netip.Prefix, inner []netip.Addr) func(s, d netip.Addr, payload []byte) bool {
+	var pairs [][]byte
+	for _, a := range inner {
+		for _, b := range inner {
+			if a != b && a.Is4() && b.Is4() {
+				a4, b4 := a.As4(), b.As4()
+				pairs = append(pairs, append(a4[:], b4[:]...))
+			}
+		}
+	}
+	return func(s, d netip.Addr, payload []byte) bool {
+		if overlay.Contains(s) || overlay.Contains(d) {
+			return true
+		}
+		for _, p := range pairs {
+			if bytes.Contains(payload, p) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // tlsRecord reports whether p starts with a TLS record header.

@@ -149,6 +149,9 @@ type index struct {
 	routed map[string][]string
 	// v6 names the gateways whose endpoint may be IPv6 (linkOuterV6).
 	v6 map[*spec.Gateway]bool
+	// vias maps each external site to its via gateway's site (nil: none;
+	// external.go).
+	vias map[string]string
 
 	prefixes   []sitePrefix // every site's prefixes, sorted (remotePrefixes)
 	gateways   int          // every site's gateways
@@ -176,6 +179,7 @@ func newIndex(f *spec.Federation) *index {
 	x := &index{sites: map[string]*spec.Site{}, siteIndex: map[string]int{}, links: map[SitePair]*spec.Link{}, routed: map[string][]string{},
 		v6: map[*spec.Gateway]bool{}, bridgeNet: map[bridgeKey]bridgeNet{}, first: make([]int, len(f.Sites))}
 	x.prefixes = []sitePrefix{}
+	x.vias = f.ExternalVias()
 	for i := range f.Sites {
 		s := &f.Sites[i]
 		if _, dup := x.sites[s.Name]; !dup {
@@ -231,6 +235,9 @@ func (v view) site(name string) (*spec.Site, bool) {
 // pairEnabled is spec.Federation.LinkEnabled, in O(1), for two distinct
 // sites of the spec.
 func (v view) pairEnabled(a, b string) bool {
+	if v.idx.vias != nil && !spec.ExternalAllows(v.idx.vias, a, b) {
+		return false
+	}
 	if len(v.idx.links) == 0 {
 		return true
 	}
@@ -322,6 +329,7 @@ func newView(f *spec.Federation, in Inputs) view {
 			v.isUp[s.Name] = true
 		}
 	}
+	v.externalsUp()
 	slices.Sort(v.up)
 	return v
 }
@@ -350,8 +358,22 @@ func (v view) linkUp(a, b string) bool {
 // isActive reports whether g is the active gateway of its site s.
 func (v view) isActive(s string, g *spec.Gateway) bool { return v.active[s] == g }
 
-// backendOf is the tunnel backend of the link between sites a and b.
-func (v view) backendOf(a, b string) backend.Name { return v.f.LinkBackend(a, b) }
+// backendOf is the tunnel backend of the link between sites a and b
+// (spec.Federation.LinkBackend, in O(1)).
+func (v view) backendOf(a, b string) backend.Name {
+	if v.idx.vias != nil {
+		if _, ok := v.idx.vias[a]; ok {
+			return backend.IPsec
+		}
+		if _, ok := v.idx.vias[b]; ok {
+			return backend.IPsec
+		}
+	}
+	if l := v.idx.links[Pair(a, b)]; l != nil && l.Backend != "" {
+		return l.Backend
+	}
+	return overlayBackend(v.f)
+}
 
 // overlayBackend is the federation's tunnel backend (spec.Parse fills in
 // the default; a Federation built by hand may leave it out).
@@ -592,6 +614,15 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 			continue
 		}
 		b := a.v.backendOf(site.Name, remote.Name)
+		if remote.External != nil {
+			if p, ok := externalPeer(a, remote, via, ri); ok {
+				for _, pfx := range p.AllowedIPs {
+					g.Routes = append(g.Routes, Route{Destination: pfx, Device: device(b), Via: p.Gateway})
+				}
+				g.Peers = append(g.Peers, p)
+			}
+			continue
+		}
 		for hi := range remote.Gateways {
 			h := &remote.Gateways[hi]
 			if a.v.in.Removed[h.Name] {

@@ -35,6 +35,18 @@ type IPsecPeer struct {
 	// the CHILD_SA's rekey time.
 	DPDSeconds   int `json:"dpdSeconds"`
 	RekeySeconds int `json:"rekeySeconds"`
+	// IKERekeySeconds is the IKE_SA's rekey time; 0 is four times
+	// RekeySeconds.
+	IKERekeySeconds int `json:"ikeRekeySeconds,omitempty"`
+	// IKEVersion is 1 or 2; 0 is 2.
+	IKEVersion int `json:"ikeVersion,omitempty"`
+	// Profile names the external site's profile (spec.Profile), "" for a
+	// link between fednet gateways.
+	Profile string `json:"profile,omitempty"`
+	// Children, when set, are the connection's CHILD_SAs, each with its
+	// own selectors, instead of the one with LocalTS and the peer's
+	// allowed IPs (a link to an external site).
+	Children []ChildSA `json:"children,omitempty"`
 }
 
 // tunnelOrder returns the backends of a gateway's tunnels: the first (the

@@ -80,7 +80,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 func TestGolden(t *testing.T) {
-	for _, ex := range []string{"three-sites", "five-sites", "bridged", "clouds"} {
+	for _, ex := range []string{"three-sites", "five-sites", "bridged", "clouds", "interop"} {
 		t.Run(ex, func(t *testing.T) {
 			text, js := render(t, load(t, ex+".yaml"))
 			golden(t, ex+".txt", text)

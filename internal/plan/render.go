@@ -46,6 +46,13 @@ func (g Gateway) String() string {
 		if k := p.WireGuard.PersistentKeepalive; k > 0 {
 			fmt.Fprintf(&b, "    persistent-keepalive %d\n", k)
 		}
+		if ip := p.IPsec; ip.Profile != "" {
+			fmt.Fprintf(&b, "    external site, profile %s: ikev%d ike %s esp %s lifetimes %ds/%ds dpd %ds psk %s\n",
+				ip.Profile, max(ip.IKEVersion, 1), strings.Join(ip.IKE, ","), strings.Join(ip.ESP, ","), ip.IKERekeySeconds, ip.RekeySeconds, ip.DPDSeconds, ip.PSKFile)
+			for _, c := range ip.Children {
+				fmt.Fprintf(&b, "    child-sa %s <-> %s\n", joinPrefixes(c.LocalTS), joinPrefixes(c.RemoteTS))
+			}
+		}
 	}
 	for _, r := range g.Routes {
 		fmt.Fprintf(&b, "  route %s dev %s via-peer %s\n", r.Destination, r.Device, r.Via)
@@ -213,6 +220,10 @@ func AddressPlan(f *spec.Federation) string {
 				ep = "(behind NAT)"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Provider, dash(s.Region), pfx, g.Name, g.LANAddress, g.TransitAddress, ep)
+		}
+		if x := s.External; x != nil {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Provider, dash(s.Region), joinPrefixes(sortedPrefixes(s.Prefixes)),
+				"(external "+string(x.Profile)+", via "+x.Via+")", "-", "-", x.Endpoint)
 		}
 	}
 	w.Flush()

@@ -142,14 +142,29 @@ func Update(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.Feder
 }
 
 // updatable reports whether Update may edit plans rather than compute them
-// whole: both federations have every link enabled and up at cost 1 (so
-// every routed path is the direct link and nothing is relayed), and they
-// differ in their sites and networks alone.
+// whole: both federations have every link enabled and up at cost 1 and no
+// external site (so every routed path is the direct link and nothing is
+// relayed), and they differ in their sites and networks alone.
 func updatable(prevF *spec.Federation, prevIn Inputs, f *spec.Federation, in Inputs) bool {
 	if prevF == nil || f == nil || len(prevF.Topology.Links) > 0 || len(f.Topology.Links) > 0 || len(prevIn.LinksDown) > 0 || len(in.LinksDown) > 0 {
 		return false
 	}
+	if hasExternal(prevF) || hasExternal(f) {
+		return false
+	}
 	return sameFields(reflect.ValueOf(*prevF), reflect.ValueOf(*f), federationPerSite)
+}
+
+// hasExternal reports whether f has an external site: its prefixes are
+// relayed through the gateway that terminates it, which Update's direct
+// paths do not cover.
+func hasExternal(f *spec.Federation) bool {
+	for i := range f.Sites {
+		if f.Sites[i].External != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // federationPerSite are the fields of spec.Federation that Update compares

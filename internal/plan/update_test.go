@@ -370,7 +370,7 @@ func firstDifference(got, want []plan.Gateway) string {
 func TestUpdateKnowsEveryField(t *testing.T) {
 	known := map[reflect.Type][]string{
 		reflect.TypeFor[spec.Federation](): {"APIVersion", "Kind", "Name", "Overlay", "Providers", "Sites", "Networks", "Topology", "EgressPrices", "Lab"},
-		reflect.TypeFor[spec.Site]():       {"Name", "Provider", "Region", "Index", "Prefixes", "Gateways", "VirtualAddress", "Fabric", "Cloud"},
+		reflect.TypeFor[spec.Site]():       {"Name", "Provider", "Region", "Index", "Prefixes", "Gateways", "VirtualAddress", "Fabric", "Cloud", "External"},
 		reflect.TypeFor[spec.Gateway]():    {"Name", "Endpoint", "BehindNAT", "PublicKey", "TransitAddress", "LANAddress", "BridgePorts", "PublicAllow"},
 		reflect.TypeFor[plan.Inputs]():     {"PublicKeys", "Removed", "Hosts", "Active", "Down", "LinksDown"},
 	}

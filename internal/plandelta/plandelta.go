@@ -282,13 +282,30 @@ func appendIPsec(b []byte, s plan.IPsecPeer) []byte {
 	}
 	b = appendString(b, s.PSKFile)
 	b = binary.AppendVarint(b, int64(s.DPDSeconds))
-	return binary.AppendVarint(b, int64(s.RekeySeconds))
+	b = binary.AppendVarint(b, int64(s.RekeySeconds))
+	b = binary.AppendVarint(b, int64(s.IKERekeySeconds))
+	b = binary.AppendVarint(b, int64(s.IKEVersion))
+	b = appendString(b, s.Profile)
+	b = binary.AppendUvarint(b, uint64(len(s.Children)))
+	for _, c := range s.Children {
+		for _, ts := range [][]netip.Prefix{c.LocalTS, c.RemoteTS} {
+			b = binary.AppendUvarint(b, uint64(len(ts)))
+			for _, p := range ts {
+				b = appendPrefix(b, p)
+			}
+		}
+	}
+	return b
 }
 
 func ipsecEqual(a, b plan.IPsecPeer) bool {
 	return a.Initiator == b.Initiator && a.LocalID == b.LocalID && a.RemoteID == b.RemoteID && a.RemoteAddress == b.RemoteAddress &&
 		slices.Equal(a.LocalTS, b.LocalTS) && slices.Equal(a.IKE, b.IKE) && slices.Equal(a.ESP, b.ESP) &&
-		a.PSKFile == b.PSKFile && a.DPDSeconds == b.DPDSeconds && a.RekeySeconds == b.RekeySeconds
+		a.PSKFile == b.PSKFile && a.DPDSeconds == b.DPDSeconds && a.RekeySeconds == b.RekeySeconds &&
+		a.IKERekeySeconds == b.IKERekeySeconds && a.IKEVersion == b.IKEVersion && a.Profile == b.Profile &&
+		slices.EqualFunc(a.Children, b.Children, func(x, y plan.ChildSA) bool {
+			return slices.Equal(x.LocalTS, y.LocalTS) && slices.Equal(x.RemoteTS, y.RemoteTS)
+		})
 }
 
 func appendString(b []byte, s string) []byte {

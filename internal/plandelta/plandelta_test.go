@@ -260,6 +260,8 @@ func TestSumCoversEveryField(t *testing.T) {
 				f.SetBool(!f.Bool())
 			case []string:
 				f.Set(reflect.Append(f, reflect.ValueOf("x")))
+			case []plan.ChildSA:
+				f.Set(reflect.Append(f, reflect.ValueOf(plan.ChildSA{LocalTS: []netip.Prefix{netip.MustParsePrefix("172.31.0.0/30")}})))
 			default:
 				if f.Kind() == reflect.String {
 					f.SetString(f.String() + "x")

@@ -47,8 +47,14 @@ const (
 )
 
 // LinkBackend returns the tunnel backend of the link between sites a and b:
-// the link's own (topology.links[].backend) or overlay.backend.
+// ipsec when either is an external site, else the link's own
+// (topology.links[].backend) or overlay.backend.
 func (f *Federation) LinkBackend(a, b string) backend.Name {
+	for _, n := range []string{a, b} {
+		if s, ok := f.Site(n); ok && s.External != nil {
+			return backend.IPsec
+		}
+	}
 	if l := f.link(a, b); l != nil && l.Backend != "" {
 		return l.Backend
 	}

@@ -66,6 +66,9 @@ func (f *Federation) LinkEnabled(a, b string) bool {
 	if _, ok := f.Site(b); !ok {
 		return false
 	}
+	if vias := f.externalVias(); vias != nil && !externalAllows(vias, a, b) {
+		return false
+	}
 	if l := f.link(a, b); l != nil {
 		return !l.Disabled
 	}

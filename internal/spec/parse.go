@@ -57,6 +57,7 @@ func Parse(data []byte) (*Federation, error) {
 	c := &checker{f: f, ps: ps, set: d.set}
 	c.defaults()
 	c.number()
+	c.externalDefaults()
 	c.validate()
 	if err := ps.err(); err != nil {
 		return nil, err

@@ -151,6 +151,10 @@ type Site struct {
 	// (route tables, the gateways' interfaces, the security group); see
 	// cloud.go and docs/cloud.md.
 	Cloud *Cloud `yaml:"cloud,omitempty" json:"cloud,omitempty"`
+	// External makes the site an external site: a provider's VPN gateway
+	// (or an IKE router) instead of fednet gateways (external.go,
+	// docs/interop.md).
+	External *External `yaml:"external,omitempty" json:"external,omitempty"`
 }
 
 // Fabric is a site's kind of LAN fabric.

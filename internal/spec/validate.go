@@ -37,6 +37,7 @@ func (c *checker) validate() {
 	c.document()
 	c.overlay()
 	sites := c.sites()
+	c.externals()
 	c.transit()
 	c.networks(sites)
 	c.bridgePorts()
@@ -199,7 +200,7 @@ func (c *checker) sites() siteIndex {
 			}
 			prefixes = append(prefixes, ownedPrefix{p, i, ppath})
 		}
-		if len(s.Gateways) == 0 && !c.ps.isBad(path+".gateways") {
+		if len(s.Gateways) == 0 && s.External == nil && !c.ps.isBad(path+".gateways") {
 			c.add(path+".gateways", "site %s has no gateway; want a gateways: list with at least one gateway (name and endpoint, or behindNAT: true)", s.Name)
 		}
 		for j := range s.Gateways {
@@ -633,6 +634,7 @@ func (c *checker) components() map[string]int {
 			disabled[[2]string{l.Between[1], l.Between[0]}] = true
 		}
 	}
+	vias := c.f.externalVias()
 	var unvisited []string
 	seen := map[string]bool{}
 	for _, s := range c.f.Sites {
@@ -651,7 +653,7 @@ func (c *checker) components() map[string]int {
 			queue = queue[1:]
 			rest := unvisited[:0]
 			for _, v := range unvisited {
-				if disabled[[2]string{u, v}] {
+				if disabled[[2]string{u, v}] || vias != nil && !externalAllows(vias, u, v) {
 					rest = append(rest, v)
 					continue
 				}

@@ -137,8 +137,8 @@ type Driver struct {
 
 	mu sync.Mutex
 	// initiating maps the peers whose connections this side initiates to
-	// their CHILD_SA's name; pending marks those with a retry scheduled.
-	initiating map[string]string
+	// their CHILD_SAs' names; pending marks those with a retry scheduled.
+	initiating map[string][]string
 	pending    map[string]bool
 }
 
@@ -157,7 +157,7 @@ func New(cfg Config) *Driver {
 		cfg.Logf = func(string, ...any) {}
 	}
 	return &Driver{ifID: cfg.IfID, socket: cfg.Socket, timeout: cfg.Timeout, logf: cfg.Logf, reasons: newReasons(),
-		initiating: map[string]string{}, pending: map[string]bool{}}
+		initiating: map[string][]string{}, pending: map[string]bool{}}
 }
 
 // Backend implements tunnel.Driver.
@@ -287,8 +287,25 @@ func (c conn) fingerprint() string {
 	return hex.EncodeToString(h[:6])
 }
 
-func (c conn) name() string  { return ConnPrefix + c.peer.Gateway }
-func (c conn) child() string { return ConnPrefix + c.fingerprint() }
+func (c conn) name() string { return ConnPrefix + c.peer.Gateway }
+
+// childName is the name of the connection's i-th CHILD_SA: ConnPrefix and
+// the fingerprint, then "-i" from the second on.
+func (c conn) childName(i int) string {
+	if i == 0 {
+		return ConnPrefix + c.fingerprint()
+	}
+	return fmt.Sprintf("%s%s-%d", ConnPrefix, c.fingerprint(), i)
+}
+
+// children are the connection's CHILD_SAs: the plan's, or one with the
+// local selectors and the peer's allowed IPs.
+func (c conn) children() []plan.ChildSA {
+	if len(c.peer.IPsec.Children) > 0 {
+		return c.peer.IPsec.Children
+	}
+	return []plan.ChildSA{{LocalTS: c.peer.IPsec.LocalTS, RemoteTS: c.peer.AllowedIPs}}
+}
 
 func (c conn) remote() string {
 	if c.peer.IPsec.RemoteAddress == "" {
@@ -341,8 +358,16 @@ func (o linkDel) Apply(s *tunnel.State) { *s = tunnel.State{} }
 
 func (o connLoad) Change() tunnel.Change {
 	p := o.c.peer
-	return tunnel.Change(fmt.Sprintf("swanctl load-conn %s remote %s ts %s ike %s esp %s initiator %t (psk %s)",
-		o.c.name(), o.c.remote(), tunnel.Join(p.AllowedIPs), strings.Join(p.IPsec.IKE, ","), strings.Join(p.IPsec.ESP, ","), p.IPsec.Initiator, p.IPsec.PSKFile))
+	version := ""
+	if p.IPsec.IKEVersion == 1 {
+		version = " ikev1"
+	}
+	children := ""
+	if n := len(p.IPsec.Children); n > 1 {
+		children = fmt.Sprintf(" (%d child SAs)", n)
+	}
+	return tunnel.Change(fmt.Sprintf("swanctl load-conn %s remote %s ts %s%s ike %s esp %s%s initiator %t (psk %s)",
+		o.c.name(), o.c.remote(), tunnel.Join(p.AllowedIPs), children, strings.Join(p.IPsec.IKE, ","), strings.Join(p.IPsec.ESP, ","), version, p.IPsec.Initiator, p.IPsec.PSKFile))
 }
 func (o connLoad) Target() tunnel.Target {
 	return tunnel.Target{Prefixes: slices.Clone(o.c.peer.AllowedIPs)}

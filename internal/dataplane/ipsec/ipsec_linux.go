@@ -93,7 +93,9 @@ func readDevice(ctx context.Context, s *vici.Session) (*Device, error) {
 			c := Conn{Peer: peer, Remote: strings.Join(list(sec.Get("remote_addrs")), ",")}
 			if children, ok := sec.Get("children").(*vici.Message); ok {
 				for _, child := range children.Keys() {
-					c.Config = strings.TrimPrefix(child, ConnPrefix)
+					// Children are named ConnPrefix + fingerprint, then
+					// "-" and a number from the second on.
+					c.Config, _, _ = strings.Cut(strings.TrimPrefix(child, ConnPrefix), "-")
 					if cs, ok := children.Get(child).(*vici.Message); ok {
 						for _, ts := range list(cs.Get("remote-ts")) {
 							if p, err := netip.ParsePrefix(ts); err == nil {
@@ -202,39 +204,36 @@ func message(kv ...any) (*vici.Message, error) {
 	return m, nil
 }
 
-// connMessage is the load-conn request of c: IKEv2, PSK, NAT-T always
-// (charon's userspace ESP sends ESP in UDP only), no MOBIKE, DPD; the
-// initiating side starts the connection on load and after any close,
-// retrying without end.
+// connMessage is the load-conn request of c: IKEv2 (or the version the
+// plan asks for: an external site's profile), PSK, NAT-T always
+// (charon's userspace ESP sends ESP in UDP only), no MOBIKE, DPD; one
+// CHILD_SA with the local selectors and the peer's allowed IPs, or the
+// plan's children. The initiating side starts the connection on load and
+// after any close, retrying without end.
 func (c conn) message(kernel bool) (*vici.Message, error) {
 	ip := c.peer.IPsec
 	dpd := fmt.Sprintf("%ds", ip.DPDSeconds)
-	var localTS, remoteTS []string
-	for _, p := range ip.LocalTS {
-		localTS = append(localTS, p.String())
-	}
-	for _, p := range c.peer.AllowedIPs {
-		remoteTS = append(remoteTS, p.String())
-	}
 	start, dpdAction, closeAction := "none", "clear", "none"
 	if ip.Initiator {
 		start, dpdAction, closeAction = "start", "restart", "start"
 	}
-	childKV := []any{
-		"local_ts", localTS, "remote_ts", remoteTS, "esp_proposals", ip.ESP, "mode", "tunnel",
-		"rekey_time", fmt.Sprintf("%ds", ip.RekeySeconds), "start_action", start,
-		"dpd_action", dpdAction, "close_action", closeAction,
-	}
-	if kernel {
-		childKV = append(childKV, "if_id_in", strconv.FormatUint(uint64(c.ifID), 10), "if_id_out", strconv.FormatUint(uint64(c.ifID), 10))
-	}
-	child, err := message(childKV...)
-	if err != nil {
-		return nil, err
-	}
-	children, err := message(c.child(), child)
-	if err != nil {
-		return nil, err
+	children := vici.NewMessage()
+	for i, ch := range c.children() {
+		childKV := []any{
+			"local_ts", prefixStrings(ch.LocalTS), "remote_ts", prefixStrings(ch.RemoteTS), "esp_proposals", ip.ESP, "mode", "tunnel",
+			"rekey_time", fmt.Sprintf("%ds", ip.RekeySeconds), "start_action", start,
+			"dpd_action", dpdAction, "close_action", closeAction,
+		}
+		if kernel {
+			childKV = append(childKV, "if_id_in", strconv.FormatUint(uint64(c.ifID), 10), "if_id_out", strconv.FormatUint(uint64(c.ifID), 10))
+		}
+		child, err := message(childKV...)
+		if err != nil {
+			return nil, err
+		}
+		if err := children.Set(c.childName(i), child); err != nil {
+			return nil, fmt.Errorf("vici message field %s: %w", c.childName(i), err)
+		}
 	}
 	local, err := message("auth", "psk", "id", ip.LocalID)
 	if err != nil {
@@ -244,15 +243,30 @@ func (c conn) message(kernel bool) (*vici.Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	version, ikeRekey := "2", 4*ip.RekeySeconds
+	if ip.IKEVersion == 1 {
+		version = "1"
+	}
+	if ip.IKERekeySeconds > 0 {
+		ikeRekey = ip.IKERekeySeconds
+	}
 	body, err := message(
-		"version", "2", "remote_addrs", []string{c.remote()}, "encap", "yes", "mobike", "no",
-		"proposals", ip.IKE, "dpd_delay", dpd, "rekey_time", fmt.Sprintf("%ds", 4*ip.RekeySeconds),
+		"version", version, "remote_addrs", []string{c.remote()}, "encap", "yes", "mobike", "no",
+		"proposals", ip.IKE, "dpd_delay", dpd, "rekey_time", fmt.Sprintf("%ds", ikeRekey),
 		"keyingtries", "0", "unique", "replace",
 		"local", local, "remote", remote, "children", children)
 	if err != nil {
 		return nil, err
 	}
 	return message(c.name(), body)
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
 }
 
 // retryAfter is how long an initiating side waits after a failed attempt
@@ -272,19 +286,21 @@ func (d *Driver) retry(peer string) {
 	time.AfterFunc(retryAfter, func() {
 		d.mu.Lock()
 		delete(d.pending, peer)
-		child, still := d.initiating[peer]
+		children, still := d.initiating[peer]
 		d.mu.Unlock()
 		if !still {
 			return
 		}
 		err := d.session(context.Background(), func(ctx context.Context, s *vici.Session) error {
-			m, err := message("ike", ConnPrefix+peer, "child", child, "timeout", "-1")
-			if err != nil {
-				return err
-			}
-			for _, err := range s.CallStreaming(ctx, "initiate", "control-log", m) {
+			for _, child := range children {
+				m, err := message("ike", ConnPrefix+peer, "child", child, "timeout", "-1")
 				if err != nil {
 					return err
+				}
+				for _, err := range s.CallStreaming(ctx, "initiate", "control-log", m) {
+					if err != nil {
+						return err
+					}
 				}
 			}
 			return nil
@@ -317,7 +333,11 @@ func (o connLoad) exec(ctx context.Context, d *Driver) (tunnel.Change, error) {
 	// failure may come before load-conn returns.
 	d.mu.Lock()
 	if c.peer.IPsec.Initiator {
-		d.initiating[c.peer.Gateway] = c.child()
+		var names []string
+		for i := range c.children() {
+			names = append(names, c.childName(i))
+		}
+		d.initiating[c.peer.Gateway] = names
 	} else {
 		delete(d.initiating, c.peer.Gateway)
 	}
