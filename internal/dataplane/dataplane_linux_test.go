@@ -272,9 +272,23 @@ func lifecycle(t *testing.T, mode wireguard.Mode) {
 		t.Fatal(err)
 	}
 	want := "wg set fed0 peer " + keyB.String() + " allowed-ips 10.2.0.0/23,10.255.0.2/32\n" +
-		"wg set fed0 peer " + keyD.String() + " allowed-ips 10.4.0.0/24,10.4.1.0/24,10.255.0.4/32\n"
+		"wg set fed0 peer " + keyD.String() + " allowed-ips +10.4.1.0/24\n" // added, the others not replaced
 	if got := render(changes); got != want {
 		t.Errorf("allowed-IPs-only changes:\n%swant:\n%s", got, want)
+	}
+	for _, peer := range kernelDevice(t, "fed0").Peers {
+		if plan.Key(peer.PublicKey) == keyD {
+			var got []netip.Prefix
+			for _, a := range peer.AllowedIPs {
+				p, _ := netip.AddrFromSlice(a.IP)
+				ones, _ := a.Mask.Size()
+				got = append(got, netip.PrefixFrom(p.Unmap(), ones))
+			}
+			slices.SortFunc(got, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+			if w := pfx("10.4.0.0/24", "10.4.1.0/24", "10.255.0.4/32"); !slices.Equal(got, w) {
+				t.Errorf("d's allowed IPs in the device after an addition: %v, want %v", peer.AllowedIPs, w)
+			}
+		}
 	}
 	eps = peerEndpoints(kernelDevice(t, "fed0"))
 	if eps[keyB] != "192.0.2.2:51820" || eps[keyD] != learned.String() {

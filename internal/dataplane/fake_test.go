@@ -136,7 +136,7 @@ func TestFakeAllowedIPsOnlyKeepsEndpoint(t *testing.T) {
 	p.Peers[1].AllowedIPs = pfx("10.4.0.0/24", "10.4.1.0/24", "10.255.0.4/32") // d
 	got := render(mustApply(t, f, p))
 	want := "wg set fed0 peer " + keyB.String() + " allowed-ips 10.2.0.0/23,10.255.0.2/32\n" +
-		"wg set fed0 peer " + keyD.String() + " allowed-ips 10.4.0.0/24,10.4.1.0/24,10.255.0.4/32\n"
+		"wg set fed0 peer " + keyD.String() + " allowed-ips +10.4.1.0/24\n" // added: the others stay
 	if got != want {
 		t.Errorf("changes:\n%swant:\n%s", got, want)
 	}
@@ -414,5 +414,46 @@ func TestFakeStatus(t *testing.T) {
 	now = now.Add(wireguard.EstablishedWithin)
 	if links, _ := f.Status(context.Background(), planA()); len(links) != 2 || links[0].Established {
 		t.Errorf("Status %v later = %+v; want not established", wireguard.EstablishedWithin, links)
+	}
+}
+
+// TestFakeAllowedIPsMoveWithoutReplace checks that a prefix moving from one
+// peer to another (a relayed path going back to its direct link) is added
+// to its new peer only: the old peer's other prefixes are not replaced, so
+// they are never missing for a moment (traffic of pairs the move does not
+// concern loses nothing), and both peers end as the plan says.
+func TestFakeAllowedIPsMoveWithoutReplace(t *testing.T) {
+	f := NewFake()
+	p := planB()
+	p.Peers[0].AllowedIPs = pfx("10.2.0.0/24", "10.4.1.0/24", "10.255.0.2/32") // b relays 10.4.1.0/24
+	p.Peers[1].AllowedIPs = pfx("10.4.0.0/24", "10.255.0.4/32")                // d
+	mustApply(t, f, p)
+
+	p = planB()
+	p.Peers[0].AllowedIPs = pfx("10.2.0.0/24", "10.255.0.2/32")                // b
+	p.Peers[1].AllowedIPs = pfx("10.4.0.0/24", "10.4.1.0/24", "10.255.0.4/32") // d takes it back
+	got := render(mustApply(t, f, p))
+	want := "wg set fed0 peer " + keyD.String() + " allowed-ips +10.4.1.0/24\n"
+	if got != want {
+		t.Errorf("changes:\n%swant (no replace of b's allowed IPs):\n%s", got, want)
+	}
+	for _, peer := range wgDevice(f.State()).Peers {
+		switch peer.PublicKey {
+		case keyB:
+			if w := pfx("10.2.0.0/24", "10.255.0.2/32"); !slices.Equal(peer.AllowedIPs, w) {
+				t.Errorf("b ends with %v, want %v", peer.AllowedIPs, w)
+			}
+		case keyD:
+			if w := pfx("10.4.0.0/24", "10.4.1.0/24", "10.255.0.4/32"); !slices.Equal(peer.AllowedIPs, w) {
+				t.Errorf("d ends with %v, want %v", peer.AllowedIPs, w)
+			}
+		}
+	}
+	// A prefix that leaves the device entirely still takes a replace.
+	p.Peers[1].AllowedIPs = pfx("10.4.0.0/24", "10.255.0.4/32")
+	got = render(mustApply(t, f, p))
+	want = "wg set fed0 peer " + keyD.String() + " allowed-ips 10.4.0.0/24,10.255.0.4/32\n"
+	if got != want {
+		t.Errorf("changes:\n%swant:\n%s", got, want)
 	}
 }

@@ -471,6 +471,16 @@ func diffPeers(dev string, have []Peer, want []plan.Peer) []tunnel.Op {
 	for _, k := range removed {
 		ops = append(ops, peerRemove{dev: dev, key: k})
 	}
+	// owner is the peer each allowed IP of the plan belongs to: a prefix
+	// that moves from one peer to another is taken by adding it to its new
+	// peer (the device takes it from the old one), so the old peer's other
+	// prefixes are never replaced, and for a moment missing, for it.
+	owner := map[netip.Prefix]plan.Key{}
+	for _, w := range want {
+		for _, a := range tunnel.CanonicalPrefixes(w.AllowedIPs) {
+			owner[a] = w.WireGuard.PublicKey
+		}
+	}
 	done := map[plan.Key]bool{}
 	for _, w := range want {
 		key := w.WireGuard.PublicKey
@@ -493,8 +503,19 @@ func diffPeers(dev string, have []Peer, want []plan.Peer) []tunnel.Op {
 		if w.Endpoint != "" && w.Endpoint != h.Endpoint {
 			ps.endpoint = w.Endpoint
 		}
-		if !slices.Equal(allowed, tunnel.CanonicalPrefixes(h.AllowedIPs)) {
-			ps.setAllowedIPs, ps.allowedIPs = true, allowed
+		if had := tunnel.CanonicalPrefixes(h.AllowedIPs); !slices.Equal(allowed, had) {
+			added := slices.DeleteFunc(slices.Clone(allowed), func(a netip.Prefix) bool { return slices.Contains(had, a) })
+			moved := !slices.ContainsFunc(had, func(a netip.Prefix) bool {
+				k, ok := owner[a]
+				return !slices.Contains(allowed, a) && (!ok || k == key)
+			})
+			switch {
+			case !moved:
+				// A prefix leaves the device: only a replace drops it.
+				ps.setAllowedIPs, ps.allowedIPs = true, allowed
+			case len(added) > 0:
+				ps.setAllowedIPs, ps.addOnly, ps.allowedIPs = true, true, added
+			}
 		}
 		if k := w.WireGuard.PersistentKeepalive; k != h.PersistentKeepalive {
 			ps.setKeepalive, ps.keepalive = true, k
@@ -583,9 +604,12 @@ type (
 		// endpoint is "" for unchanged.
 		endpoint      string
 		setAllowedIPs bool
-		allowedIPs    []netip.Prefix
-		setKeepalive  bool
-		keepalive     int
+		// addOnly adds allowedIPs to the peer's rather than replacing
+		// them (each taken from the peer that had it).
+		addOnly      bool
+		allowedIPs   []netip.Prefix
+		setKeepalive bool
+		keepalive    int
 	}
 )
 
@@ -642,7 +666,10 @@ func (o peerSet) Change() tunnel.Change {
 	if o.endpoint != "" {
 		s += " endpoint " + o.endpoint
 	}
-	if o.setAllowedIPs && (len(o.allowedIPs) > 0 || !o.create) {
+	switch {
+	case o.setAllowedIPs && o.addOnly:
+		s += " allowed-ips +" + strings.ReplaceAll(tunnel.Join(o.allowedIPs), ",", ",+")
+	case o.setAllowedIPs && (len(o.allowedIPs) > 0 || !o.create):
 		s += " allowed-ips " + tunnel.Join(o.allowedIPs)
 	}
 	if o.setKeepalive {
@@ -705,7 +732,11 @@ func (o peerSet) Apply(s *tunnel.State) {
 		p.Endpoint = o.endpoint
 	}
 	if o.setAllowedIPs {
-		p.AllowedIPs = slices.Clone(o.allowedIPs)
+		if o.addOnly {
+			p.AllowedIPs = append(p.AllowedIPs, o.allowedIPs...)
+		} else {
+			p.AllowedIPs = slices.Clone(o.allowedIPs)
+		}
 		// An allowed IP belongs to one peer: the device takes it from any
 		// other.
 		for j := range dev.Peers {

@@ -264,7 +264,7 @@ func (o peerSet) exec(ctx context.Context, d *Driver) (tunnel.Change, error) {
 		pc.Endpoint = net.UDPAddrFromAddrPort(ap)
 	}
 	if o.setAllowedIPs {
-		pc.ReplaceAllowedIPs = true
+		pc.ReplaceAllowedIPs = !o.addOnly
 		pc.AllowedIPs = []net.IPNet{}
 		for _, a := range o.allowedIPs {
 			pc.AllowedIPs = append(pc.AllowedIPs, tunnel.IPNet(a))
