@@ -68,8 +68,8 @@ sends by default leaves with its transit address, which the remote gateways
 do not forward. See docs/bench.md.`,
 		Example: `  fednet bench --quick                                # a short run on a lab of its own
   fednet bench --spec examples/bridged.yaml --out bench-bridged
-  fednet bench --quick --spec examples/ipsec-mixed.yaml  # WireGuard/UDP, TCP/443 and IPsec side by side
-  fednet bench --spec examples/ipsec-mixed.yaml --between aws-eu,lab
+  fednet bench --quick --spec examples/ipsec-mixed.yaml --name demo  # WireGuard/UDP, TCP/443, IPsec side by side
+  fednet bench --spec examples/ipsec-mixed.yaml --name demo --between azure-we,lab
   fednet lab demo --keep && fednet bench --lab demo
   fednet bench --live --overlay-target 10.2.0.1 --underlay-target 203.0.113.20
   fednet bench --live --overlay-target 10.2.0.1 --source 10.1.0.254   # on gateway aws-gw: from its LAN address`,
