@@ -387,6 +387,12 @@ type Link struct {
 	// site's gateway now, that gateway (LinkStatus.Via); empty when
 	// direct.
 	Via string `json:"via,omitempty"`
+	// Reason is why the link is down as From's tunnel driver last said it
+	// (LinkStatus.Reason, e.g. IPsec's "authentication failed: ..."):
+	// each direction of a link is its own Link, so the gateway that said
+	// it is From. Empty when the link is established or From's driver
+	// does not know why.
+	Reason string `json:"reason,omitempty"`
 }
 
 // LinkEgress is the estimated egress cost of a link: the price of the

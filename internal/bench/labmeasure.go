@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/lab"
 )
@@ -27,10 +28,14 @@ func (r *labRun) serve(ctx context.Context, l *lab.Lab, n *lab.Node) error {
 
 // wireOf returns the public interfaces of the first gateways of the
 // measured sites in l.
-func (r *labRun) wireOf(l *lab.Lab) []wireIface {
+func (r *labRun) wireOf(l *lab.Lab) []wireIface { return wireBetween(l, r.a, r.b) }
+
+// wireBetween returns the public interfaces of the first gateways of
+// sites a and b in l.
+func wireBetween(l *lab.Lab, a, b string) []wireIface {
 	return []wireIface{
-		{at: l.SiteGateways(r.a)[0], iface: lab.PublicInterface},
-		{at: l.SiteGateways(r.b)[0], iface: lab.PublicInterface},
+		{at: l.SiteGateways(a)[0], iface: lab.PublicInterface},
+		{at: l.SiteGateways(b)[0], iface: lab.PublicInterface},
 	}
 }
 
@@ -88,11 +93,25 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 		p.cost.pids = overlayPIDs
 		paths = append(paths, p)
 	}
-	r.progress("measuring the underlay, the standalone tunnel, routed and %d bridged network(s), each measurement on each in turn", len(bridged))
+	// The IPsec link, when the run has one beside the WireGuard link, in
+	// the same pass: its host pair's traffic crosses that link only.
+	var ipsec *path
+	if r.pairs.IPsecA != "" {
+		to := r.l.Hosts(r.pairs.IPsecB)[0]
+		if err := r.serve(ctx, r.l, to); err != nil {
+			return nil, err
+		}
+		ipsec = hostPath(Overlay, r.l.Hosts(r.pairs.IPsecA)[0], to, wireBetween(r.l, r.pairs.IPsecA, r.pairs.IPsecB))
+		paths = append(paths, ipsec)
+		res.Notes = append(res.Notes, fmt.Sprintf("The routed (ipsec) mode measures %s -> %s over their IPsec link; its underlay and standalone figures are those of %s -> %s (the lab's sites have alike wires). Its CPU cost per GB counts the whole machine only: the ESP work is charon's (kernel-libipsec), not a wgdev's.",
+			r.pairs.IPsecA, r.pairs.IPsecB, r.a, r.b))
+	}
+	r.progress("measuring the underlay, the standalone tunnel, routed, %d bridged network(s) and %d IPsec link(s), each measurement on each in turn", len(bridged), len(paths)-3-len(bridged))
 	all := measurePaths(ctx, s, paths, r.progress)
 	shared := map[string]*pathResult{Underlay: all[0], Standalone: all[1]}
 	mode := assemble("routed", []*path{routed, underlay, standalone},
 		map[string]*pathResult{Overlay: all[2], Underlay: shared[Underlay], Standalone: shared[Standalone]})
+	mode.Backend, mode.Transport = r.pairs.linkOf()
 	mode.Delay, mode.Errors = r.delaySweep(ctx, []*path{routed, underlay, standalone}, mode.Errors)
 	res.Modes = append(res.Modes, mode)
 	for i, bn := range bridged {
@@ -102,6 +121,13 @@ func (r *labRun) measure(ctx context.Context) (*Results, error) {
 		m := assemble("bridged", []*path{paths[3+i], underlay, standalone},
 			map[string]*pathResult{Overlay: all[3+i], Underlay: shared[Underlay], Standalone: shared[Standalone]})
 		m.Network = bn.Name
+		m.Backend, m.Transport = r.pairs.linkOf()
+		res.Modes = append(res.Modes, m)
+	}
+	if ipsec != nil {
+		m := assemble("routed", []*path{ipsec, underlay, standalone},
+			map[string]*pathResult{Overlay: all[len(all)-1], Underlay: shared[Underlay], Standalone: shared[Standalone]})
+		m.Backend = backend.IPsec
 		res.Modes = append(res.Modes, m)
 	}
 	if m, err := r.measureTCP443(ctx, routed, []*path{underlay, standalone}, shared); err != nil {

@@ -40,6 +40,9 @@ type LabConfig struct {
 	Quick    bool
 	// Keep leaves the labs bench built running.
 	Keep bool
+	// Between, when not empty, names the two sites to measure between
+	// (--between); empty: ChoosePairs picks them.
+	Between []string
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
 }
@@ -51,6 +54,9 @@ type labRun struct {
 	f      *spec.Federation
 	l, ref *lab.Lab
 	a, b   string // the two measured sites
+	// pairs are the measured pairs (ChoosePairs): a and b, and the IPsec
+	// pair when there is one.
+	pairs Pairs
 	// bridged are the lab's bridged networks (demo.LabBridged).
 	bridged  []lab.BridgedNetwork
 	cleanups []func(context.Context) error
@@ -108,11 +114,11 @@ func (r *labRun) setUp(ctx context.Context) error {
 	if err := r.readSpec(); err != nil {
 		return err
 	}
-	if len(r.f.Sites) < 2 {
-		return errors.New("bench needs a spec of at least two sites")
+	chosen, err := ChoosePairs(r.f, r.cfg.Between)
+	if err != nil {
+		return err
 	}
-	r.a, r.b = r.f.Sites[0].Name, r.f.Sites[1].Name
-	var err error
+	r.pairs, r.a, r.b = chosen, chosen.A, chosen.B
 	if r.cfg.Lab != "" {
 		err = r.openLab(ctx)
 	} else {
@@ -121,10 +127,15 @@ func (r *labRun) setUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(r.l.Hosts(r.a)) == 0 || len(r.l.Hosts(r.b)) == 0 {
-		return fmt.Errorf("lab %q: sites %s and %s need a host each (lab.hostsPerSite)", r.l.Name, r.a, r.b)
+	for _, pair := range [][2]string{{r.a, r.b}, {r.pairs.IPsecA, r.pairs.IPsecB}} {
+		if pair[0] != "" && (len(r.l.Hosts(pair[0])) == 0 || len(r.l.Hosts(pair[1])) == 0) {
+			return fmt.Errorf("lab %q: sites %s and %s need a host each (lab.hostsPerSite)", r.l.Name, pair[0], pair[1])
+		}
 	}
 	pairs := []demo.Pair{{From: r.l.Hosts(r.a)[0], To: r.l.Hosts(r.b)[0]}}
+	if r.pairs.IPsecA != "" {
+		pairs = append(pairs, demo.Pair{From: r.l.Hosts(r.pairs.IPsecA)[0], To: r.l.Hosts(r.pairs.IPsecB)[0]})
+	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := demo.WaitReachable(wctx, pairs, nil); err != nil {

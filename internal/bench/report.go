@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/fednet/fednet/internal/backend"
 )
 
 // Output files of Write, besides the plots.
@@ -174,11 +176,34 @@ func comparisonTables(c Comparison) []table {
 	return ts
 }
 
+// modeTitle names a mode in tables and plots: "routed (wireguard/udp)",
+// "bridged (lan, wireguard/udp)", "tcp443 (wireguard/tcp443)", "routed
+// (ipsec)"; without the link's label for results that have none.
 func modeTitle(m ModeResult) string {
+	var in []string
 	if m.Network != "" {
-		return m.Mode + " (" + m.Network + ")"
+		in = append(in, m.Network)
 	}
-	return m.Mode
+	if l := linkLabel(m); l != "" {
+		in = append(in, l)
+	}
+	if len(in) == 0 {
+		return m.Mode
+	}
+	return m.Mode + " (" + strings.Join(in, ", ") + ")"
+}
+
+// linkLabel is the backend and transport of a mode's link: "ipsec" (IPsec
+// has one transport), "wireguard/udp", "wireguard/tcp443"; "" when the
+// results do not say.
+func linkLabel(m ModeResult) string {
+	switch {
+	case m.Backend == "":
+		return ""
+	case m.Backend == backend.IPsec || m.Transport == "":
+		return string(m.Backend)
+	}
+	return string(m.Backend) + "/" + string(m.Transport)
 }
 
 // Write writes results.json, results.md, the plots and index.html into
@@ -344,11 +369,17 @@ func Headline(r *Results) string {
 }
 
 // modeKey names a mode in file names: "routed", "bridged-lan".
+// A mode on IPsec gets its backend appended ("routed-ipsec"), so that it
+// does not share the routed mode's files.
 func modeKey(m ModeResult) string {
+	k := m.Mode
 	if m.Network != "" {
-		return m.Mode + "-" + sanitize(m.Network)
+		k += "-" + sanitize(m.Network)
 	}
-	return m.Mode
+	if m.Backend == backend.IPsec {
+		k += "-" + string(m.Backend)
+	}
+	return k
 }
 
 func sanitize(s string) string {

@@ -1,6 +1,10 @@
 package bench
 
-import "time"
+import (
+	"time"
+
+	"github.com/fednet/fednet/internal/backend"
+)
 
 // Schema names the version of the results.json layout.
 const Schema = "fednet-bench/v1"
@@ -71,6 +75,12 @@ type ModeResult struct {
 	// Mode is "routed", "bridged" or "tcp443" (routed with the second
 	// site's UDP blocked, its link on the TCP fallback).
 	Mode string `json:"mode"`
+	// Backend and Transport are the tunnel backend and transport of the
+	// link the mode's overlay path crosses (wireguard/udp,
+	// wireguard/tcp443, ipsec); empty in results from before they were
+	// recorded and in live runs.
+	Backend   backend.Name      `json:"backend,omitempty"`
+	Transport backend.Transport `json:"transport,omitempty"`
 	// Network is the bridged network measured (bridged mode).
 	Network  string           `json:"network,omitempty"`
 	Paths    []PathInfo       `json:"paths"`

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fednet/fednet/internal/backend"
 	"github.com/fednet/fednet/internal/demo"
 	"github.com/fednet/fednet/internal/wgdev/fallback"
 )
@@ -26,6 +27,9 @@ const fallbackTimeout = 60 * time.Second
 // results) and unblocks. It reports why when the mode cannot run: the
 // fallback off in the spec, or a gateway without a userspace device.
 func (r *labRun) measureTCP443(ctx context.Context, routed *path, others []*path, shared map[string]*pathResult) (ModeResult, error) {
+	if r.pairs.Backend != backend.WireGuard {
+		return ModeResult{}, fmt.Errorf("the link of %s and %s is on %s; the TCP fallback is WireGuard's", r.a, r.b, r.pairs.Backend)
+	}
 	if r.f.Overlay.TCPFallbackPort() == 0 {
 		return ModeResult{}, errors.New("the spec turns the TCP fallback off (overlay.fallback.tcp443: off)")
 	}
@@ -65,5 +69,7 @@ func (r *labRun) measureTCP443(ctx context.Context, routed *path, others []*path
 	for _, p := range others {
 		by[p.info.Name] = shared[p.info.Name]
 	}
-	return assemble(TCP443, append([]*path{routed}, others...), by), nil
+	m := assemble(TCP443, append([]*path{routed}, others...), by)
+	m.Backend, m.Transport = backend.WireGuard, backend.TransportTCP443
+	return m, nil
 }

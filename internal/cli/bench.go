@@ -22,6 +22,7 @@ func newBenchCmd() *cobra.Command {
 	var (
 		labName, specFile, name, out string
 		quick, keep                  bool
+		between                      []string
 		live                         bench.LiveConfig
 		source, agentDir             string
 	)
@@ -51,6 +52,11 @@ On a lab (needs root): --lab NAME measures a running, federated lab (from
 --lab, bench builds a lab from --spec (default: the demo's three sites),
 federates it, measures and removes it. Either way it builds a reference lab
 of the same two sites for the underlay and the standalone tunnel.
+The two sites are the first two of the spec whose link is WireGuard, or the
+ones --between names. When the spec has a link on IPsec (overlay.backend or
+topology.links[].backend: ipsec), bench measures its first one too, as the
+mode "routed (ipsec)", beside "routed (wireguard/udp)" and, with UDP of the
+second site blocked, "tcp443 (wireguard/tcp443)".
 
 On a live federation: --live, run on a host of one site, against a host of
 another site (--overlay-target) and, for the underlay, the public address of
@@ -62,6 +68,8 @@ sends by default leaves with its transit address, which the remote gateways
 do not forward. See docs/bench.md.`,
 		Example: `  fednet bench --quick                                # a short run on a lab of its own
   fednet bench --spec examples/bridged.yaml --out bench-bridged
+  fednet bench --quick --spec examples/ipsec-mixed.yaml --name demo  # WireGuard/UDP, TCP/443, IPsec side by side
+  fednet bench --spec examples/ipsec-mixed.yaml --name demo --between azure-we,lab
   fednet lab demo --keep && fednet bench --lab demo
   fednet bench --live --overlay-target 10.2.0.1 --underlay-target 203.0.113.20
   fednet bench --live --overlay-target 10.2.0.1 --source 10.1.0.254   # on gateway aws-gw: from its LAN address`,
@@ -87,7 +95,7 @@ do not forward. See docs/bench.md.`,
 				if err := needRoot(); err != nil {
 					return err
 				}
-				cfg := bench.LabConfig{Lab: labName, Name: name, Settings: settings, Quick: quick, Keep: keep, Progress: progress}
+				cfg := bench.LabConfig{Lab: labName, Name: name, Settings: settings, Quick: quick, Keep: keep, Progress: progress, Between: between}
 				switch {
 				case specFile != "":
 					if _, err := readSpec(specFile); err != nil {
@@ -124,6 +132,7 @@ do not forward. See docs/bench.md.`,
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory (default bench-<UTC timestamp>)")
 	cmd.Flags().BoolVar(&quick, "quick", false, "short run: 20 pings, 1 s transfers, one UDP rate, delays 0 and 50 ms")
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the labs bench built running")
+	cmd.Flags().StringSliceVar(&between, "between", nil, "lab: measure between these two sites, SITE_A,SITE_B (default: the first two sites whose link is WireGuard; a spec's first IPsec link is measured beside it as routed (ipsec))")
 	cmd.Flags().Bool("live", false, "measure a live federation from this machine (see --overlay-target)")
 	cmd.Flags().StringVar(&live.Overlay, "overlay-target", "", "live: overlay address of a host in another site running iperf3 -s")
 	cmd.Flags().StringVar(&live.Underlay, "underlay-target", "", "live: public address, outside the overlay, next to that host, running iperf3 -s")

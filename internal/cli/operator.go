@@ -539,14 +539,14 @@ func printOverview(w io.Writer, o *api.Overview, now time.Time) {
 	} else {
 		tw = newTable(w)
 		priced := anyPriced(o.Links)
-		fmt.Fprintln(tw, "LINK\tSTATE\tPATH\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
+		fmt.Fprintln(tw, "LINK\tSTATE\tPATH\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced)+"\tREASON")
 		for _, l := range o.Links {
 			if l.Up {
 				up++
 			}
 			rtt, loss := probeFigures(l.Probe)
-			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), pathCell(l), rtt, loss, ago(l.LastHandshake, now),
-				dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
+			fmt.Fprintf(tw, "%s -> %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", esc(l.From), esc(l.To), linkState(l.Up), pathCell(l), rtt, loss, ago(l.LastHandshake, now),
+				dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress), dash(l.Reason))
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
@@ -558,6 +558,21 @@ func printOverview(w io.Writer, o *api.Overview, now time.Time) {
 		}
 	}
 	fmt.Fprintf(w, "gateways: %s; links: %d up, %d down\n", strings.Join(parts, ", "), up, len(o.Links)-up)
+}
+
+// printLinks prints the table of fednet get links: one row per direction
+// of a link, the REASON column what From's tunnel driver says of a link
+// that is down ("-" when nothing).
+func printLinks(w io.Writer, links []api.Link, now time.Time) {
+	tw := newTable(w)
+	priced := anyPriced(links)
+	fmt.Fprintln(tw, "FROM\tTO\tSTATE\tPATH\tTRANSPORT\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced)+"\tREASON")
+	for _, l := range links {
+		rtt, loss := probeFigures(l.Probe)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", esc(l.From), esc(l.To), linkState(l.Up), pathCell(l), dash(string(l.Transport)), rtt, loss, ago(l.LastHandshake, now),
+			dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress), dash(l.Reason))
+	}
+	tw.Flush()
 }
 
 // getKinds are what "fednet get" lists.
@@ -646,17 +661,7 @@ func fetch(ctx context.Context, c *client.Client, kind string) (any, func(io.Wri
 		}, err
 	case "links":
 		v, err := c.Links(ctx)
-		return v, func(w io.Writer, now time.Time) {
-			tw := newTable(w)
-			priced := anyPriced(v)
-			fmt.Fprintln(tw, "FROM\tTO\tSTATE\tPATH\tTRANSPORT\tRTT P50/P99\tLOSS\tHANDSHAKE\tENDPOINT\tRX\tTX"+costHeader(priced))
-			for _, l := range v {
-				rtt, loss := probeFigures(l.Probe)
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", esc(l.From), esc(l.To), linkState(l.Up), pathCell(l), dash(esc(string(l.Transport))), rtt, loss, ago(l.LastHandshake, now),
-					dash(l.Endpoint), bytesHuman(l.RxBytes), bytesHuman(l.TxBytes), costCell(priced, l.Egress))
-			}
-			tw.Flush()
-		}, err
+		return v, func(w io.Writer, now time.Time) { printLinks(w, v, now) }, err
 	case "networks":
 		v, err := c.Networks(ctx)
 		return v, func(w io.Writer, _ time.Time) {

@@ -736,3 +736,45 @@ func TestFailoverRendering(t *testing.T) {
 		t.Errorf("pathCell = %q", got)
 	}
 }
+
+// TestLinkReasonRendering: a down link's reason, as the manager lists it,
+// shows in the REASON column of status and get links, escaped; an up link
+// shows "-".
+func TestLinkReasonRendering(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	const why = "authentication failed: the pre-shared keys (or identities) of the two sides differ"
+	links := []api.Link{
+		{From: "aws-gw", To: "azure-gw", Backend: "ipsec", Transport: "ipsec", Reason: why},
+		{From: "aws-gw", To: "gcp-gw", Up: true, Transport: "udp"},
+		{From: "gcp-gw", To: "aws-gw", Reason: "peer\x1b[2J unreachable"},
+	}
+	var st, get strings.Builder
+	printOverview(&st, &api.Overview{Revision: 1, Links: links}, now)
+	printLinks(&get, links, now)
+	for name, out := range map[string]string{"status": st.String(), "get links": get.String()} {
+		lines := strings.Split(out, "\n")
+		find := func(prefix string) string {
+			for _, l := range lines {
+				if strings.HasPrefix(strings.Join(strings.Fields(l), " "), prefix) {
+					return l
+				}
+			}
+			t.Errorf("%s has no line starting %q:\n%s", name, prefix, out)
+			return ""
+		}
+		header := find(map[string]string{"status": "LINK", "get links": "FROM"}[name])
+		if !strings.HasSuffix(strings.TrimSpace(header), "REASON") {
+			t.Errorf("%s header %q does not end with REASON", name, header)
+		}
+		from := map[string]string{"status": "aws-gw -> ", "get links": "aws-gw "}[name]
+		if l := find(from + "azure-gw"); !strings.HasSuffix(l, why) {
+			t.Errorf("%s: the failing link's line %q does not end with its reason", name, l)
+		}
+		if l := find(from + "gcp-gw"); !strings.HasSuffix(strings.TrimSpace(l), " -") {
+			t.Errorf("%s: the up link's line %q does not end with -", name, l)
+		}
+		if strings.Contains(out, "\x1b") || !strings.Contains(out, `peer\x1b[2J unreachable`) {
+			t.Errorf("%s: a reason's control characters are not escaped:\n%q", name, out)
+		}
+	}
+}

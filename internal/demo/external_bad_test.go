@@ -2,6 +2,7 @@ package demo_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ lab: {hostsPerSite: 1}
 // TestExternalBadInput: a proposal mismatch with one external site and an
 // unreachable VPN gateway of another. The terminating gateway's agent
 // logs, per link, the reason naming the site; the manager shows both
-// links down; the rest of the federation (WireGuard between hq and
+// links down with that reason; the rest of the federation (WireGuard between hq and
 // branch) carries traffic.
 func TestExternalBadInput(t *testing.T) {
 	needRoot(t)
@@ -139,14 +140,27 @@ func TestExternalBadInput(t *testing.T) {
 			t.Errorf("a pair over the mismatched external link answered: %+v", res)
 		}
 	}
-	links, err := m.Admin.Links(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, site := range []string{"vpc", "cloud"} {
-		i := slices.IndexFunc(links, func(k api.Link) bool { return k.From == "hq-gw" && k.To == site })
-		if i < 0 || links[i].Up {
-			t.Errorf("manager's link hq-gw -> %s: %+v; want it listed and down", site, links)
+	// The manager lists both links down with the reason hq-gw's agent
+	// reported (its reports follow the log within a report interval).
+	reasons := map[string]string{"vpc": "proposal mismatch", "cloud": "peer unreachable"}
+	var links []api.Link
+	var problems []string
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		if links, err = m.Admin.Links(ctx); err != nil {
+			t.Fatal(err)
 		}
+		problems = nil
+		for site, why := range reasons {
+			i := slices.IndexFunc(links, func(k api.Link) bool { return k.From == "hq-gw" && k.To == site })
+			if i < 0 || links[i].Up || !strings.HasPrefix(links[i].Reason, why) {
+				problems = append(problems, fmt.Sprintf("hq-gw -> %s: want it listed, down, reason %q...", site, why))
+			}
+		}
+		if len(problems) == 0 || time.Now().After(end) {
+			break
+		}
+	}
+	for _, p := range problems {
+		t.Errorf("manager's links: %s; got %+v", p, links)
 	}
 }

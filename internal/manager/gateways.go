@@ -631,8 +631,12 @@ func links(st *state, reps map[string]report, now time.Time) []api.Link {
 			if l.Backend == "" {
 				established = probe.HandshakeUp(hs, now)
 			}
+			reason := ""
+			if !established {
+				reason = l.Reason
+			}
 			out = append(out, api.Link{
-				From: name, To: l.Peer, Via: l.Via,
+				From: name, To: l.Peer, Via: l.Via, Reason: reason,
 				Up:      established && (l.Probe == nil || l.Probe.Up),
 				Backend: l.Backend, Transport: l.Transport,
 				Endpoint: l.Endpoint, LastHandshake: hs,

@@ -25,6 +25,7 @@ const (
 	maxBandwidthBps = 1e13        // 10 Tbit/s
 	maxClockSkew    = time.Hour   // a handshake this far in the future is refused
 	maxCause        = 512         // bytes of a failover's cause
+	maxReason       = 512         // bytes of a link's failure reason
 	minHandshake    = 946684800   // 2000-01-01, unix seconds: earlier is no handshake of ours
 )
 
@@ -139,6 +140,12 @@ func checkLink(l api.LinkStatus, now time.Time, bad func(field, format string, a
 		if _, err := netip.ParseAddrPort(l.Endpoint); err != nil {
 			return bad("endpoint", "%q is not IP:PORT", l.Endpoint)
 		}
+	}
+	switch {
+	case len(l.Reason) > maxReason:
+		return bad("reason", "%d bytes; at most %d", len(l.Reason), maxReason)
+	case !utf8.ValidString(l.Reason):
+		return bad("reason", "not valid UTF-8")
 	}
 	switch hs := l.LastHandshake; {
 	case !hs.IsZero() && hs.Unix() < minHandshake:

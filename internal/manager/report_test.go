@@ -64,6 +64,7 @@ func TestReportValidation(t *testing.T) {
 		{"infinite bandwidth", []api.LinkStatus{link(func(l *api.LinkStatus) { l.AvailableBandwidth = 1e300 })}, nil, "links[0].availableBandwidthBps"},
 		{"huge apply error", nil, func(r *api.StatusReport) { r.ApplyError = strings.Repeat("x", 9<<10) }, "applyError"},
 		{"negative generation", nil, func(r *api.StatusReport) { r.Generation = -1 }, "generation"},
+		{"huge reason", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Reason = strings.Repeat("x", 600) })}, nil, "links[0].reason"},
 		{"relayed by a stranger", []api.LinkStatus{link(func(l *api.LinkStatus) { l.Via = "evil-gw" })}, nil, "links[0].via"},
 		{"active of another site", nil, func(r *api.StatusReport) { r.Failover = &api.FailoverStatus{Active: "azure-gw"} }, "failover.active"},
 		{"failover to another site", nil, func(r *api.StatusReport) {
@@ -208,5 +209,42 @@ func TestFailoverReportShown(t *testing.T) {
 		if s.Name == "lab" && (s.Active != "onprem-gw1" || s.LastFailover == nil || *s.LastFailover != down) {
 			t.Errorf("site lab after a step-down: active %q, last failover %+v; want onprem-gw1, %+v", s.Active, s.LastFailover, down)
 		}
+	}
+}
+
+// TestLinkReasonShown: the reason a gateway's tunnel driver gives for a
+// link that is not established shows in GET /v1/links on that gateway's
+// direction of the link only, and is cleared once the link is
+// established.
+func TestLinkReasonShown(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(threeSites(t))
+	cred, _ := h.enroll("aws-gw")
+	p := h.plan("aws-gw")
+	const why = "authentication failed: the pre-shared keys (or identities) of the two sides differ"
+	put := func(l api.LinkStatus) {
+		rep := api.StatusReport{Generation: p.Generation, Revision: p.Revision, Links: []api.LinkStatus{l, {Peer: "onprem-gw", Backend: "ipsec"}}}
+		h.ok(req{method: "PUT", path: gwPath(api.PathStatus, "aws-gw"), token: cred, body: rep}, nil)
+	}
+	reasons := func() map[string]api.Link {
+		var links []api.Link
+		h.ok(req{method: "GET", path: api.PathLinks}, &links)
+		out := map[string]api.Link{}
+		for _, l := range links {
+			out[l.From+">"+l.To] = l
+		}
+		return out
+	}
+	put(api.LinkStatus{Peer: "azure-gw", Backend: "ipsec", Reason: why})
+	got := reasons()
+	if l := got["aws-gw>azure-gw"]; l.Up || l.Reason != why {
+		t.Errorf("aws-gw -> azure-gw failing: up %v, reason %q; want down, %q", l.Up, l.Reason, why)
+	}
+	if l := got["aws-gw>onprem-gw"]; l.Reason != "" {
+		t.Errorf("aws-gw -> onprem-gw, reported without a reason: reason %q", l.Reason)
+	}
+	put(api.LinkStatus{Peer: "azure-gw", Backend: "ipsec", Established: true, Reason: why})
+	if l := reasons()["aws-gw>azure-gw"]; !l.Up || l.Reason != "" {
+		t.Errorf("aws-gw -> azure-gw established (a stale reason in the report): up %v, reason %q; want up, no reason", l.Up, l.Reason)
 	}
 }
