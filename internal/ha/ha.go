@@ -19,7 +19,11 @@
 //     when the current active does not answer on the LAN, or reaches no
 //     other site while the standby does. The active steps down when it
 //     learns of a better claim, or reaches no other site while a gateway
-//     of its site does. No preemption: a recovered gateway stays standby;
+//     of its site does. No preemption: a recovered gateway stays standby,
+//     unless it is the gateway the operator activated (the plan's
+//     Active): that one takes the role from a live active once it has
+//     run for HoldDown, reaches as many sites and holds none of its
+//     links down;
 //   - links: the active (or only) gateway of a site declares the link to
 //     another site down when none of that site's gateways that answered
 //     before answers now; a remote gateway that does not answer while
@@ -557,6 +561,8 @@ func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
 	}
 	var why string
 	switch {
+	case claimed && named == s.cfg.Self && s.operatorMove(now, other, myReach):
+		why = fmt.Sprintf("the operator activated this gateway (fednet gateway activate); %s was active", other)
 	case cur == s.cfg.Self:
 		if !reachOK {
 			return
@@ -585,6 +591,25 @@ func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
 		before = ""
 	}
 	s.changed(RoleChange{At: now, Active: true, Other: before, Cause: why}, fmt.Sprintf("active (epoch %d): %s", s.epoch, why))
+}
+
+// operatorMove reports whether this gateway, the one the operator named,
+// takes the role from the live claimant other: once it has run for the
+// hold-down (a named gateway that comes back from a failure takes the role
+// back only after it has been up that long) and reaches at least as many
+// sites as other says it does, none of its links held down (the remote
+// gateways hold it down as long).
+func (s *State) operatorMove(now time.Time, other string, myReach int) bool {
+	if now.Sub(s.start) < s.cfg.HoldDown || !s.answering(s.lan[other], now) {
+		return false
+	}
+	for _, t := range s.links {
+		if t.heldDown {
+			return false
+		}
+	}
+	e, ok := s.freshEntry(other, now)
+	return ok && myReach >= e.Reach
 }
 
 // Hello returns the hello to send at now: this gateway's entry and the

@@ -3,6 +3,7 @@ package ha
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ type sim struct {
 	cut                        map[plan.SitePair]bool // by gateway names
 	lanSplit                   bool
 	ticks                      int
+	// named is lab's gateway the operator activated (the plan's Active).
+	named string
 }
 
 func newSim(t *testing.T) *sim {
@@ -105,7 +108,7 @@ func (s *sim) run(d time.Duration) {
 			if s.dead[a] || s.agentDead[a] {
 				continue
 			}
-			s.dec[a] = s.states[a].Tick(s.now, "")
+			s.dec[a] = s.states[a].Tick(s.now, s.named)
 			for _, e := range s.states[a].Events() {
 				s.t.Logf("%v %s: %s", s.now.Sub(time.Unix(1000, 0)), a, e)
 			}
@@ -374,4 +377,58 @@ func TestIsolatedSiteBackAtOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The operator moves the role (fednet gateway activate) to the standby and
+// back: every gateway follows, the old active steps down, and the cause
+// says it was the operator.
+func TestOperatorActivate(t *testing.T) {
+	s := newSim(t)
+	s.run(DefaultHoldDown + time.Second)
+	s.wantActive("onprem-gw1")
+	s.named = "onprem-gw2"
+	s.run(500 * time.Millisecond)
+	s.wantActive("onprem-gw2")
+	c, ok := s.states["onprem-gw2"].LastRoleChange()
+	if !ok || !c.Active || c.Other != "onprem-gw1" || !strings.Contains(c.Cause, "operator activated") {
+		t.Errorf("gw2's last role change %+v (%v), want taking over from onprem-gw1 by the operator", c, ok)
+	}
+	if c, ok := s.states["onprem-gw1"].LastRoleChange(); !ok || c.Active || c.Other != "onprem-gw2" {
+		t.Errorf("gw1's last role change %+v (%v), want stepping down for onprem-gw2", c, ok)
+	}
+	s.run(2 * time.Second)
+	s.wantActive("onprem-gw2")
+	s.named = "onprem-gw1"
+	s.run(500 * time.Millisecond)
+	s.wantActive("onprem-gw1")
+}
+
+// The named gateway does not take the role while it reaches fewer sites
+// than the active (its uplink is cut), nor in its first HoldDown: one
+// that comes back from a failure takes the role back only after it.
+func TestOperatorActivateWaits(t *testing.T) {
+	s := newSim(t)
+	s.run(DefaultHoldDown + time.Second)
+	s.uplinkCut["onprem-gw2"] = true
+	s.run(time.Second)
+	s.named = "onprem-gw2"
+	s.run(2 * time.Second)
+	s.wantActive("onprem-gw1")
+	// Repaired: the remote gateways hold gw2 down for the hold-down, gw2
+	// its links; it moves after.
+	s.uplinkCut["onprem-gw2"] = false
+	s.run(2 * time.Second)
+	s.wantActive("onprem-gw1")
+	s.run(DefaultHoldDown)
+	s.wantActive("onprem-gw2")
+	// gw2 fails: gw1 takes over; gw2 comes back and waits the hold-down.
+	s.dead["onprem-gw2"] = true
+	s.run(time.Second)
+	s.wantActive("onprem-gw1")
+	s.dead["onprem-gw2"] = false
+	s.start("onprem-gw2", false)
+	s.run(DefaultHoldDown / 2)
+	s.wantActive("onprem-gw1")
+	s.run(DefaultHoldDown)
+	s.wantActive("onprem-gw2")
 }

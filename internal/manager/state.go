@@ -252,7 +252,7 @@ func computePlans(st *state) (map[string]plan.Gateway, map[string]store.Hash, er
 	if st.fed == nil {
 		return plans, sums, nil
 	}
-	in := inputs(st.gateways, st.hosts)
+	in := inputs(st.fed, st.gateways, st.hosts)
 	computed, err := plan.Compute(st.fed, in)
 	if err != nil {
 		return nil, nil, err
@@ -467,8 +467,8 @@ func samePlannerInputs(a, b *state) bool {
 			return false
 		}
 	}
-	// What the planner reads of a gateway: removed, and its key (the
-	// enrolled one, else the spec's).
+	// What the planner reads of a gateway: removed, its key (the
+	// enrolled one, else the spec's) and when it was activated.
 	input := func(st *state, name string) (bool, plan.Key) {
 		g, ok := st.gateways[name]
 		if ok && g.Removed {
@@ -493,7 +493,7 @@ func samePlannerInputs(a, b *state) bool {
 	for name := range names {
 		ga, oka := a.gateways[name]
 		gb, okb := b.gateways[name]
-		if oka == okb && ga.Removed == gb.Removed && ga.PublicKey == gb.PublicKey {
+		if oka == okb && ga.Removed == gb.Removed && ga.PublicKey == gb.PublicKey && ga.Activated.Equal(gb.Activated) {
 			continue
 		}
 		if a.fed == nil {
@@ -501,7 +501,7 @@ func samePlannerInputs(a, b *state) bool {
 		}
 		ra, ka := input(a, name)
 		rb, kb := input(b, name)
-		if ra != rb || ka != kb {
+		if ra != rb || ka != kb || !ga.Activated.Equal(gb.Activated) {
 			return false
 		}
 	}
@@ -509,8 +509,9 @@ func samePlannerInputs(a, b *state) bool {
 }
 
 // inputs are the planner's inputs from the gateways and hosts the manager
-// knows.
-func inputs(gws map[string]store.Gateway, hosts map[string]store.Host) plan.Inputs {
+// knows: keys, removed gateways, hosts, and by site the gateway an
+// operator activated last (fednet gateway activate).
+func inputs(fed *spec.Federation, gws map[string]store.Gateway, hosts map[string]store.Host) plan.Inputs {
 	in := plan.Inputs{PublicKeys: map[string]plan.Key{}, Removed: map[string]bool{}}
 	for name, g := range gws {
 		if g.Removed {
@@ -519,10 +520,34 @@ func inputs(gws map[string]store.Gateway, hosts map[string]store.Host) plan.Inpu
 			in.PublicKeys[name] = g.PublicKey
 		}
 	}
+	if pref := preferred(fed, gws); len(pref) > 0 {
+		in.Active = pref
+	}
 	for _, h := range slices.Sorted(maps.Keys(hosts)) {
 		in.Hosts = append(in.Hosts, planHost(hosts[h]))
 	}
 	return in
+}
+
+// preferred returns, by site with several gateways, the gateway of fed an
+// operator activated last, among those not removed.
+func preferred(fed *spec.Federation, gws map[string]store.Gateway) map[string]string {
+	out := map[string]string{}
+	if fed == nil {
+		return out
+	}
+	for _, site := range fed.Sites {
+		if len(site.Gateways) < 2 {
+			continue
+		}
+		var at time.Time
+		for _, sg := range site.Gateways {
+			if g, ok := gws[sg.Name]; ok && !g.Removed && g.Activated.After(at) {
+				out[site.Name], at = sg.Name, g.Activated
+			}
+		}
+	}
+	return out
 }
 
 // maxAttempts bounds how often change tries a write that lost a race
