@@ -30,7 +30,12 @@
 //     another of its site does is down (its site's next gateway carries
 //     the site). Both stay down until they have answered for HoldDown (no
 //     flapping). Link state is flooded in hellos, so every gateway plans
-//     with the same failures, including those on paths it only relays.
+//     with the same failures, including those on paths it only relays;
+//     a held link that answers again carries the moment its holder lets
+//     it up, and every gateway lets it up at the latest of those moments
+//     (NextRelease says when to tick), so both ends move back together.
+//     The moments are the holders' clocks: gateways' clocks must agree
+//     (NTP) to well under the hold-down.
 package ha
 
 import (
@@ -87,6 +92,12 @@ type Entry struct {
 	// LinksDown are the links of its site it holds down (as its site's
 	// active gateway).
 	LinksDown []plan.SitePair `json:"d,omitempty"`
+	// Release, one per LinksDown when set, is when (the origin's clock,
+	// Unix ns) the origin lets that link up: the end of its hold-down once
+	// the link answers again, 0 while it does not. Every gateway lets the
+	// link up at the latest release of its holders, at that moment, so
+	// that traffic moves back at both ends together.
+	Release []int64 `json:"u,omitempty"`
 }
 
 // Hello is what an agent sends its peers and its site's gateways.
@@ -465,7 +476,10 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		if _, ok := s.freshEntry(g, now); !ok || !e.Active && len(s.sites[e.Site]) > 1 {
 			continue
 		}
-		for _, p := range e.LinksDown {
+		for i, p := range e.LinksDown {
+			if len(e.Release) == len(e.LinksDown) && e.Release[i] != 0 && !now.Before(time.Unix(0, e.Release[i])) {
+				continue // its holder lets it up now
+			}
 			d.LinksDown[p] = true
 		}
 	}
@@ -501,6 +515,40 @@ func (s *State) isolated(site string, down map[plan.SitePair]bool) bool {
 		}
 	}
 	return true
+}
+
+// releaseAt is when a held target that answers again is let up (zero
+// while it does not answer).
+func (s *State) releaseAt(t *target, now time.Time) time.Time {
+	if !t.heldDown || t.upSince.IsZero() || now.Sub(t.last) > s.detect() {
+		return time.Time{}
+	}
+	return t.upSince.Add(s.cfg.HoldDown)
+}
+
+// NextRelease returns the earliest moment after now at which a held link
+// is let up (its own or one learned), so that the caller ticks then.
+func (s *State) NextRelease(now time.Time) (time.Time, bool) {
+	var next time.Time
+	consider := func(at time.Time) {
+		if at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	for _, t := range s.links {
+		consider(s.releaseAt(t, now))
+	}
+	for g, e := range s.entries {
+		if _, ok := s.freshEntry(g, now); !ok || len(e.Release) != len(e.LinksDown) {
+			continue
+		}
+		for _, u := range e.Release {
+			if u != 0 {
+				consider(time.Unix(0, u))
+			}
+		}
+	}
+	return next, !next.IsZero()
 }
 
 // hold applies the hold-down to a judged target: it returns true while t
@@ -627,6 +675,13 @@ func (s *State) Hello(now time.Time, d Decision) Hello {
 			}
 		}
 		slices.SortFunc(own.LinksDown, func(a, b plan.SitePair) int { return cmp.Or(cmp.Compare(a.A, b.A), cmp.Compare(a.B, b.B)) })
+		for _, p := range own.LinksDown {
+			var u int64
+			if at := s.releaseAt(s.links[p], now); !at.IsZero() {
+				u = at.UnixNano()
+			}
+			own.Release = append(own.Release, u)
+		}
 	}
 	h := Hello{From: s.cfg.Self, Entries: []Entry{own}}
 	for _, g := range slices.Sorted(maps.Keys(s.entries)) {

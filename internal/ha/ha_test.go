@@ -29,6 +29,9 @@ type sim struct {
 	ticks                      int
 	// named is lab's gateway the operator activated (the plan's Active).
 	named string
+	// odd gateways send their hellos on odd ticks, the others on even
+	// ones: agents' timers are not aligned.
+	odd map[string]bool
 }
 
 func newSim(t *testing.T) *sim {
@@ -91,16 +94,14 @@ func (s *sim) run(d time.Duration) {
 				}
 			}
 		}
-		if s.ticks%2 == 0 {
-			for _, a := range s.names {
-				if s.dead[a] || s.agentDead[a] {
-					continue
-				}
-				h := s.states[a].Hello(s.now, s.dec[a])
-				for _, b := range s.names {
-					if a != b && !s.dead[b] && !s.agentDead[b] && s.path(a, b) {
-						s.states[b].Receive(h, s.now)
-					}
+		for _, a := range s.names {
+			if s.dead[a] || s.agentDead[a] || s.odd[a] != (s.ticks%2 == 1) {
+				continue
+			}
+			h := s.states[a].Hello(s.now, s.dec[a])
+			for _, b := range s.names {
+				if a != b && !s.dead[b] && !s.agentDead[b] && s.path(a, b) {
+					s.states[b].Receive(h, s.now)
 				}
 			}
 		}
@@ -431,4 +432,35 @@ func TestOperatorActivateWaits(t *testing.T) {
 	s.wantActive("onprem-gw1")
 	s.run(DefaultHoldDown)
 	s.wantActive("onprem-gw2")
+}
+
+// The way back: every gateway lets a held link up at the same moment (the
+// holders' release carried in their hellos), not a hello apart, so that
+// both ends and the relays move traffic back together.
+func TestLinkBackTogether(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.odd = map[string]bool{"aws-gw": true, "onprem-gw1": true}
+	s.cut[plan.Pair("aws-gw", "azure-gw")] = true
+	s.run(time.Second)
+	s.cut[plan.Pair("aws-gw", "azure-gw")] = false
+	link := plan.Pair("aws-eu", "azure-we")
+	up := map[string]time.Time{}
+	for range int((DefaultHoldDown + 2*time.Second) / DefaultInterval) {
+		s.run(DefaultInterval)
+		for _, g := range s.names {
+			if _, seen := up[g]; !seen && !s.dec[g].LinksDown[link] {
+				up[g] = s.now
+			}
+		}
+	}
+	first := up[s.names[0]]
+	for _, g := range s.names {
+		if at, ok := up[g]; !ok || !at.Equal(first) {
+			t.Errorf("%s lets %v up at %v, %s at %v: want every gateway at the same moment", g, link, at.Sub(time.Unix(1000, 0)), s.names[0], first.Sub(time.Unix(1000, 0)))
+		}
+	}
+	if at, ok := s.states["aws-gw"].NextRelease(first.Add(-time.Second)); ok && at.After(first) {
+		t.Errorf("NextRelease a second before the release says %v, after the release at %v", at, first)
+	}
 }
