@@ -175,6 +175,9 @@ type State struct {
 	links       map[plan.SitePair]*target // own links' state (by remote site)
 	events      []string
 	change      *RoleChange // the last change of this gateway's role
+	// lastTick is when Tick last ran; graceUntil ends a pause in the
+	// judging after this agent was starved (see Tick).
+	lastTick, graceUntil time.Time
 }
 
 // RoleChange is a change of this gateway's role that the election made.
@@ -275,14 +278,36 @@ func (s *State) Answered(gateway string, lan bool, at time.Time) {
 }
 
 // alive says whether t answered within the detection time; a target that
-// never answered is alive (not judged).
+// never answered is alive (not judged), and so is every target during a
+// grace after this agent was starved.
 func (s *State) alive(t *target, now time.Time) bool {
-	return t == nil || !t.answered || now.Sub(t.last) <= s.detect()
+	return t == nil || !t.answered || s.silentFor(t, now) <= s.detect()
 }
 
 // answering is alive with at least one answer.
 func (s *State) answering(t *target, now time.Time) bool {
-	return t != nil && t.answered && now.Sub(t.last) <= s.detect()
+	return t != nil && t.answered && s.silentFor(t, now) <= s.detect()
+}
+
+// silentFor is how long t has been silent as far as it can be judged:
+// zero during a grace.
+func (s *State) silentFor(t *target, now time.Time) time.Duration {
+	if now.Before(s.graceUntil) {
+		return 0
+	}
+	return now.Sub(t.last)
+}
+
+// starved notes a tick that comes late: this agent did not run (a busy
+// CPU), so it sent no echoes and read no answers meanwhile, and the
+// silence it would see is its own. It then judges no target dead for a
+// detection time, while echoes and answers flow again.
+func (s *State) starved(now time.Time) {
+	if !s.lastTick.IsZero() && now.Sub(s.lastTick) > s.detect()/2 {
+		s.graceUntil = now.Add(s.detect())
+		s.events = append(s.events, fmt.Sprintf("this agent did not run for %v (a busy CPU?): judging no gateway dead for %v", now.Sub(s.lastTick).Round(time.Millisecond), s.detect()))
+	}
+	s.lastTick = now
 }
 
 // Receive takes a hello.
@@ -398,6 +423,7 @@ func (s *State) defaultActive(named string) string {
 // the default). Events (for the log) accumulate until Events.
 func (s *State) Tick(now time.Time, named string) Decision {
 	d := Decision{Active: map[string]string{}, Down: map[string]bool{}, LinksDown: map[plan.SitePair]bool{}}
+	s.starved(now)
 	myReach := s.reach(now)
 	remoteSites := len(s.sites) - 1
 	if len(s.sites[s.site]) > 1 && !s.starting(now) {
@@ -494,7 +520,7 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		// Remembered while the link is held: the first gateway to let its
 		// link up breaks the isolation the others would see.
 		t.isolated = t.isolated || s.isolated(p.A, d.LinksDown) || s.isolated(p.B, d.LinksDown)
-		if now.Sub(t.last) > s.detect() {
+		if s.silentFor(t, now) > s.detect() {
 			continue
 		}
 		if t.isolated {
@@ -520,7 +546,7 @@ func (s *State) isolated(site string, down map[plan.SitePair]bool) bool {
 // releaseAt is when a held target that answers again is let up (zero
 // while it does not answer).
 func (s *State) releaseAt(t *target, now time.Time) time.Time {
-	if !t.heldDown || t.upSince.IsZero() || now.Sub(t.last) > s.detect() {
+	if !t.heldDown || t.upSince.IsZero() || s.silentFor(t, now) > s.detect() {
 		return time.Time{}
 	}
 	return t.upSince.Add(s.cfg.HoldDown)
@@ -558,7 +584,7 @@ func (s *State) hold(t *target, now time.Time, cond bool, what string) bool {
 	if !t.answered {
 		return false
 	}
-	dead := now.Sub(t.last) > s.detect()
+	dead := s.silentFor(t, now) > s.detect()
 	if dead {
 		t.upSince = time.Time{}
 	}

@@ -32,6 +32,12 @@ type sim struct {
 	// odd gateways send their hellos on odd ticks, the others on even
 	// ones: agents' timers are not aligned.
 	odd map[string]bool
+	// deaf gateways read no echo answers nor hellos at their next tick
+	// (an agent that was starved sent no echoes meanwhile, and runs its
+	// tick before its readers).
+	deaf map[string]bool
+	// events are every gateway's events, "gateway: event".
+	events []string
 }
 
 func newSim(t *testing.T) *sim {
@@ -88,6 +94,9 @@ func (s *sim) run(d time.Duration) {
 			if s.dead[a] || s.agentDead[a] {
 				continue
 			}
+			if s.deaf[a] {
+				continue
+			}
 			for _, b := range s.names {
 				if a != b && s.path(a, b) && s.path(b, a) {
 					s.states[a].Answered(b, s.site(a) == s.site(b), s.now)
@@ -100,7 +109,7 @@ func (s *sim) run(d time.Duration) {
 			}
 			h := s.states[a].Hello(s.now, s.dec[a])
 			for _, b := range s.names {
-				if a != b && !s.dead[b] && !s.agentDead[b] && s.path(a, b) {
+				if a != b && !s.dead[b] && !s.agentDead[b] && !s.deaf[b] && s.path(a, b) {
 					s.states[b].Receive(h, s.now)
 				}
 			}
@@ -110,8 +119,10 @@ func (s *sim) run(d time.Duration) {
 				continue
 			}
 			s.dec[a] = s.states[a].Tick(s.now, s.named)
+			delete(s.deaf, a)
 			for _, e := range s.states[a].Events() {
 				s.t.Logf("%v %s: %s", s.now.Sub(time.Unix(1000, 0)), a, e)
+				s.events = append(s.events, a+": "+e)
 			}
 		}
 	}
@@ -462,5 +473,38 @@ func TestLinkBackTogether(t *testing.T) {
 	}
 	if at, ok := s.states["aws-gw"].NextRelease(first.Add(-time.Second)); ok && at.After(first) {
 		t.Errorf("NextRelease a second before the release says %v, after the release at %v", at, first)
+	}
+}
+
+// An agent starved of CPU (its kernel answers, it runs nothing for 700 ms)
+// judges no gateway dead when it runs again: the silence is its own. A
+// starved standby does not take over; a starved active gateway's peers
+// keep it.
+func TestStarvedAgentJudgesNothing(t *testing.T) {
+	for _, g := range []string{"onprem-gw2", "aws-gw", "onprem-gw1"} {
+		t.Run(g, func(t *testing.T) {
+			s := newSim(t)
+			s.deaf = map[string]bool{}
+			s.run(2 * time.Second)
+			before := s.dec[g].Key()
+			s.events = nil
+			s.agentDead[g] = true
+			s.run(700 * time.Millisecond)
+			s.agentDead[g] = false
+			s.deaf[g] = true
+			s.run(time.Second)
+			s.wantActive("onprem-gw1")
+			for _, e := range s.events {
+				if strings.Contains(e, " down: ") || strings.Contains(e, "standby: ") || strings.Contains(e, "active (epoch") {
+					t.Errorf("after starving: %s", e)
+				}
+			}
+			if got := s.dec[g].Key(); got != before {
+				t.Errorf("%s decides %q after starving, %q before", g, got, before)
+			}
+			if _, ok := s.states["onprem-gw2"].LastRoleChange(); ok {
+				t.Errorf("onprem-gw2 changed its role")
+			}
+		})
 	}
 }
