@@ -520,7 +520,8 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		// Remembered while the link is held: the first gateway to let its
 		// link up breaks the isolation the others would see.
 		t.isolated = t.isolated || s.isolated(p.A, d.LinksDown) || s.isolated(p.B, d.LinksDown)
-		if s.silentFor(t, now) > s.detect() {
+		// Back only on an answer: a grace after starving is none.
+		if now.Sub(t.last) > s.detect() {
 			continue
 		}
 		if t.isolated {

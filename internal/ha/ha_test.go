@@ -391,6 +391,27 @@ func TestIsolatedSiteBackAtOnce(t *testing.T) {
 	}
 }
 
+// A grace after starving judges nothing dead, but lets nothing up either:
+// the links to a site that is down as a whole stay held at a gateway that
+// was starved meanwhile.
+func TestStarvedAgentLetsNothingUp(t *testing.T) {
+	s := newSim(t)
+	s.deaf = map[string]bool{}
+	s.run(2 * time.Second)
+	s.dead["aws-gw"] = true
+	s.run(2 * time.Second)
+	s.agentDead["gcp-gw"] = true
+	s.run(700 * time.Millisecond)
+	s.agentDead["gcp-gw"] = false
+	s.deaf["gcp-gw"] = true
+	for range 4 {
+		s.run(DefaultInterval)
+		if !s.dec["gcp-gw"].LinksDown[plan.Pair("aws-eu", "gcp-ew")] {
+			t.Fatalf("gcp-gw let its link to the dead aws-eu up after starving: %s", s.dec["gcp-gw"].Key())
+		}
+	}
+}
+
 // The operator moves the role (fednet gateway activate) to the standby and
 // back: every gateway follows, the old active steps down, and the cause
 // says it was the operator.
