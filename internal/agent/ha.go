@@ -294,24 +294,34 @@ func (h *haSource) monitor(ctx context.Context) {
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	// release ticks at the moment a held link is let up (State.NextRelease),
+	// so that every gateway moves traffic back then, not up to an interval
+	// later.
+	release := time.NewTimer(time.Hour)
+	defer release.Stop()
 	seq := 0
 	for {
+		echo := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			echo = true
+		case <-release.C:
 		}
-		seq++
 		h.mu.Lock()
 		st, targets := h.state, h.targets
 		h.mu.Unlock()
 		if st == nil {
 			continue
 		}
-		msg := icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: id, Seq: seq & 0xffff, Data: []byte("fednet-ha")}}
-		wire, _ := msg.Marshal(nil)
-		for a := range targets {
-			_, _ = ic.WriteTo(wire, &net.IPAddr{IP: a.AsSlice()})
+		if echo {
+			seq++
+			msg := icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: id, Seq: seq & 0xffff, Data: []byte("fednet-ha")}}
+			wire, _ := msg.Marshal(nil)
+			for a := range targets {
+				_, _ = ic.WriteTo(wire, &net.IPAddr{IP: a.AsSlice()})
+			}
 		}
 		h.mu.Lock()
 		var named string
@@ -324,9 +334,15 @@ func (h *haSource) monitor(ctx context.Context) {
 		h.dec, h.decided = dec, true
 		h.noteActiveLocked(now)
 		changed := dec.Key() != h.inForce
+		// Hellos every two intervals, and at once when the decision
+		// changed: a claim or a step-down reaches the others a hello
+		// sooner, which shortens a handover.
 		var hello []byte
-		if seq%2 == 0 {
+		if echo && seq%2 == 0 || changed {
 			hello, _ = json.Marshal(h.state.Hello(now, dec))
+		}
+		if at, ok := h.state.NextRelease(now); ok && at.Sub(now) < interval {
+			release.Reset(at.Sub(now))
 		}
 		h.mu.Unlock()
 		for _, e := range events {

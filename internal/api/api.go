@@ -22,11 +22,12 @@ const (
 	PathToken       = "/v1/tokens/{id}"
 	PathEnroll      = "/v1/enroll" // POST, authenticated by the join token
 	PathGateways    = "/v1/gateways"
-	PathGateway     = "/v1/gateways/{name}"        // GET; DELETE: revoke ("fednet gateway remove")
-	PathPlan        = "/v1/gateways/{name}/plan"   // GET ?after=GENERATION&timeout=30s: long poll
-	PathStatus      = "/v1/gateways/{name}/status" // PUT: the agent's report
-	PathKey         = "/v1/gateways/{name}/key"    // PUT: the agent's new public key (rotation)
-	PathRotate      = "/v1/gateways/{name}/rotate" // POST (admin): ask the agent to roll its key
+	PathGateway     = "/v1/gateways/{name}"          // GET; DELETE: revoke ("fednet gateway remove")
+	PathPlan        = "/v1/gateways/{name}/plan"     // GET ?after=GENERATION&timeout=30s: long poll
+	PathStatus      = "/v1/gateways/{name}/status"   // PUT: the agent's report
+	PathKey         = "/v1/gateways/{name}/key"      // PUT: the agent's new public key (rotation)
+	PathRotate      = "/v1/gateways/{name}/rotate"   // POST (admin): ask the agent to roll its key
+	PathActivate    = "/v1/gateways/{name}/activate" // POST (admin): make it its site's active gateway
 	PathSites       = "/v1/sites"
 	PathLinks       = "/v1/links"
 	PathNetworks    = "/v1/networks"
@@ -340,6 +341,9 @@ type Gateway struct {
 	// the current key answers (below RotateKey: a rotation is pending).
 	RotateKey   int `json:"rotateKey"`
 	KeyRotation int `json:"keyRotation"`
+	// ActivatedAt is when an operator last made the gateway its site's
+	// active gateway (fednet gateway activate; zero if never).
+	ActivatedAt time.Time `json:"activatedAt,omitempty"`
 }
 
 // Site is the read model of a site.

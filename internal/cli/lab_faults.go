@@ -55,14 +55,16 @@ The faults, in order:
                         kill -9 the manager right after it stored a change
                         (the underlay MTU); repair: start it; the change
                         must land
+  operator-activate     fednet gateway activate: the HA site's active role
+                        moved to the standby through the API, and back after
+                        the hold (no failure: it measures a planned handover)
 
 With --manager-down the manager is stopped once every agent has its plan.
 The report ends with checks_passed: issue 11's thresholds (outage <= 1 s and
 TCP surviving for the first three faults, <= 3 s for link-cut,
 link-cut-one-way and relay-down, nothing lost for standby-down, agent-killed
-and every pair a fault does not concern, every fault recovered). Today most
-gateway and link faults fail them: the suite measures the truth. See
-docs/resilience.md. It exits 1 when a check fails and removes the lab unless
+and every pair a fault does not concern, every fault recovered). See
+docs/resilience.md for the mechanisms and the figures. It exits 1 when a check fails and removes the lab unless
 --keep. It needs root.`,
 		Example: `  fednet lab faults
   fednet lab faults --only link-cut --only agent-killed

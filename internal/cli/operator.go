@@ -896,9 +896,10 @@ func exactArgs(what string) cobra.PositionalArgs {
 
 func newGatewayCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "gateway remove NAME",
-		Short:   "Manage enrolled gateways",
-		Example: `  fednet gateway remove azure-gw`,
+		Use:   "gateway remove|activate NAME",
+		Short: "Manage enrolled gateways",
+		Example: `  fednet gateway remove azure-gw
+  fednet gateway activate onprem-gw2`,
 	}
 	var cf connFlags
 	remove := &cobra.Command{
@@ -921,7 +922,44 @@ as it is. The spec still lists it; to enroll it again, create a new join token.`
 		},
 	}
 	cf.add(remove)
-	cmd.AddCommand(remove)
+	cmd.AddCommand(remove, newActivateCmd())
+	return cmd
+}
+
+func newActivateCmd() *cobra.Command {
+	var cf connFlags
+	cmd := &cobra.Command{
+		Use:   "activate NAME",
+		Short: "Make a gateway its site's active gateway (move the role from the active one)",
+		Long: `Activate makes a gateway its site's active gateway: the one that holds the
+site's virtual address (the hosts' next hop) and that the other sites send the
+site's prefixes to. The manager stores the choice (it survives a restart) and
+sends it in the plans; the agents move the role within about a second: the
+named gateway claims the site, the old active steps down, the remote gateways
+move the site's prefixes, with the established connections carried on.
+
+The site must have two or more gateways, and the gateway must be up: enrolled
+and reporting (within the last 20 s), or the manager refuses. The choice is a
+preference, not a pin: if the gateway fails later, another takes over as
+usual, and the activated gateway takes the role back once it has been up for
+the agents' hold-down (10 s by default) — unlike the others, which stay
+standby when they recover. "fednet get sites" shows the active gateway and
+the last change with its cause.`,
+		Example: `  fednet gateway activate onprem-gw2   # move the role to onprem-gw2
+  fednet get sites                      # ACTIVE onprem-gw2, LAST FAILOVER ... the operator activated`,
+		Args: exactArgs("the gateway's name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return managerCall(&cf, func(c *client.Client) error {
+				g, err := c.Activate(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "gateway %s is site %s's preferred gateway; its agents move the active role to it (fednet get sites shows it)\n", g.Name, g.Site)
+				return nil
+			})
+		},
+	}
+	cf.add(cmd)
 	return cmd
 }
 

@@ -598,6 +598,9 @@ func TestStatusRotateRemove(t *testing.T) {
 		{[]string{"rotate-key", "nope"}, "manager: 4"},
 		{[]string{"gateway", "remove"}, "the gateway's name"},
 		{[]string{"gateway", "remove", "nope"}, "manager: 4"},
+		{[]string{"gateway", "activate"}, "the gateway's name"},
+		{[]string{"gateway", "activate", "nope"}, "not in the spec"},
+		{[]string{"gateway", "activate", "azure-gw"}, "only gateway of site"},
 	} {
 		_, _, err := runIO(t, "", tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -243,6 +243,14 @@ func (c *Client) Rotate(ctx context.Context, gateway string) error {
 	return err
 }
 
+// Activate makes gateway its site's active gateway (the operator's
+// choice, fednet gateway activate) and returns it as the manager has it.
+func (c *Client) Activate(ctx context.Context, gateway string) (api.Gateway, error) {
+	var out api.Gateway
+	_, err := c.do(ctx, request{method: http.MethodPost, path: gatewayPath(api.PathActivate, gateway)}, &out)
+	return out, err
+}
+
 // RemoveGateway revokes gateway: it leaves every plan and its credential
 // is refused from then on.
 func (c *Client) RemoveGateway(ctx context.Context, gateway string) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -212,9 +213,20 @@ func (o fdbDel) exec(context.Context, *linuxDataplane) (Change, error) {
 	}
 	if err == nil {
 		forgetLearned(n.LinkIndex, o.dst)
+		// The old gateway bridges on for a moment (it steps down when it
+		// hears the new one's claim and applies): its frames in flight
+		// teach the device its hosts again, and a host that only answers
+		// would stay unreachable until the entry ages out. Forget again
+		// once it has surely stopped.
+		for _, d := range reforget {
+			time.AfterFunc(d, func() { forgetLearned(n.LinkIndex, o.dst) })
+		}
 	}
 	return wrapExec(o, fmt.Sprintf("deleting flood entry to %s on %s", o.dst, o.dev), err)
 }
+
+// reforget are the delays after which forgetLearned runs again.
+var reforget = []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second}
 
 // forgetLearned deletes the MAC addresses the VXLAN device index learned
 // behind dst, a remote it no longer floods to (a site's active gateway

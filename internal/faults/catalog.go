@@ -55,6 +55,8 @@ func (r *runner) prepare(ctx context.Context, name string) (*instance, error) {
 		return r.prepareRelay(ctx)
 	case ManagerKilled:
 		return r.prepareManager(ctx)
+	case OperatorActivate:
+		return r.prepareActivate(ctx)
 	}
 	return nil, fmt.Errorf("no fault %q", name)
 }
@@ -297,6 +299,81 @@ func (r *runner) prepareManager(ctx context.Context) (*instance, error) {
 		in.cleanup = func(ctx context.Context) error { return r.m.StopManager(ctx) }
 	}
 	return in, nil
+}
+
+// moveTimeout bounds how long operator-activate waits for the role to
+// move: the named gateway takes it once it has run for the agents'
+// hold-down (10 s), and with --manager-down the agents first reconnect to
+// the manager started for the change (their backoff).
+const moveTimeout = 60 * time.Second
+
+// prepareActivate prepares operator-activate: an operator moves the HA
+// site's active role to the standby (fednet gateway activate, through the
+// API) and, after the hold, back. Each step waits until the named gateway
+// holds the virtual address. It concerns the HA site's pairs. With the
+// manager down, it is started for the two changes and stopped again.
+func (r *runner) prepareActivate(ctx context.Context) (*instance, error) {
+	active, err := r.active(ctx)
+	if err != nil {
+		return nil, err
+	}
+	standby := r.standby(active)
+	if standby == nil {
+		return nil, fmt.Errorf("site %s has no standby gateway", r.haSite)
+	}
+	peer, err := r.routedPeer(r.haSite)
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{target: active.Name + "->" + standby.Name + "->" + active.Name,
+		blast: Blast{Gateways: []string{active.Name, standby.Name}, Sites: []string{r.haSite}}}
+	if in.client, in.server, err = r.transferHosts(peer, r.haSite); err != nil {
+		return nil, err
+	}
+	in.inject = func(ctx context.Context) error {
+		if r.managerDown {
+			if err := r.m.StartManager(ctx); err != nil {
+				return err
+			}
+		}
+		return r.activate(ctx, standby)
+	}
+	in.repair = func(ctx context.Context) error { return r.activate(ctx, active) }
+	if r.managerDown {
+		in.cleanup = func(ctx context.Context) error { return r.m.StopManager(ctx) }
+	}
+	return in, nil
+}
+
+// activate asks the manager to make gw its site's active gateway (again
+// while it refuses a gateway whose report is not fresh yet: a manager just
+// started) and waits until gw alone holds the virtual address.
+func (r *runner) activate(ctx context.Context, gw *lab.Node) error {
+	wctx, cancel := context.WithTimeout(ctx, moveTimeout)
+	defer cancel()
+	for {
+		_, err := r.m.Admin.Activate(wctx, gw.Name)
+		if err == nil {
+			break
+		}
+		if wctx.Err() != nil {
+			return fmt.Errorf("activating %s: %w", gw.Name, err)
+		}
+		if err := sleepUntil(wctx, time.Now().Add(200*time.Millisecond)); err != nil {
+			return fmt.Errorf("activating %s: %w", gw.Name, err)
+		}
+	}
+	start := time.Now()
+	for {
+		h, err := r.l.VirtualAddressHolders(wctx, r.haSite)
+		if err == nil && len(h) == 1 && h[0] == gw {
+			r.step("%s: %s holds the virtual address %.2f s after the activation", OperatorActivate, gw.Name, time.Since(start).Seconds())
+			return nil
+		}
+		if err := sleepUntil(wctx, time.Now().Add(20*time.Millisecond)); err != nil {
+			return fmt.Errorf("%s activated but it does not hold site %s's virtual address after %v", gw.Name, r.haSite, moveTimeout)
+		}
+	}
 }
 
 // activeOrNil returns the HA site's active gateway, or nil when the spec

@@ -95,11 +95,12 @@ const (
 	RelayDown         = "relay-down"
 	SiteLANSplit      = "site-lan-split"
 	ManagerKilled     = "manager-killed-during-change"
+	OperatorActivate  = "operator-activate"
 )
 
 // Names lists every fault, in the order the suite runs them.
 var Names = []string{ActiveGatewayDown, ActiveUplinkCut, WGDevKilled, AgentKilled, StandbyDown,
-	LinkCut, LinkCutOneWay, LinkFlap, RelayDown, SiteLANSplit, ManagerKilled}
+	LinkCut, LinkCutOneWay, LinkFlap, RelayDown, SiteLANSplit, ManagerKilled, OperatorActivate}
 
 // DefaultPathChange matches the log line an agent writes for each change
 // of a path (a site's prefixes moved to another gateway, a link relayed or

@@ -201,13 +201,14 @@ func TestEvaluate(t *testing.T) {
 		{Name: RelayDown, HeldMs: 5000, OutageMs: 100, Recovered: true},
 		{Name: SiteLANSplit, HeldMs: 5000, OutageMs: 5000, Recovered: true},
 		{Name: ManagerKilled, HeldMs: 5000, Recovered: true},
+		{Name: OperatorActivate, HeldMs: 5000, Lost: 100, OutageMs: 50, TCPSurvived: true, Recovered: true},
 	}
 	checks := Evaluate(good)
 	if !Passed(checks) {
 		t.Fatalf("good results fail: %+v", checks)
 	}
-	if len(checks) != 2*len(good)+9 {
-		t.Errorf("%d checks for %d results, want %d", len(checks), len(good), 2*len(good)+9)
+	if len(checks) != 2*len(good)+10 {
+		t.Errorf("%d checks for %d results, want %d", len(checks), len(good), 2*len(good)+10)
 	}
 	if Passed(nil) {
 		t.Error("no checks passed")
@@ -230,6 +231,7 @@ func TestEvaluate(t *testing.T) {
 		{"flapping paths", func(r *Result) { r.PathChanges = new(int); *r.PathChanges = 11 }, LinkFlap},
 		{"paths not counted", func(r *Result) { r.PathChanges = nil }, LinkFlap},
 		{"an error", func(r *Result) { r.Error = "boom" }, LinkCut},
+		{"TCP broke on a handover", func(r *Result) { r.TCPSurvived = false }, OperatorActivate},
 	} {
 		results := slices.Clone(good)
 		i := slices.IndexFunc(results, func(r Result) bool { return r.Name == tc.fault })

@@ -19,14 +19,23 @@
 //     when the current active does not answer on the LAN, or reaches no
 //     other site while the standby does. The active steps down when it
 //     learns of a better claim, or reaches no other site while a gateway
-//     of its site does. No preemption: a recovered gateway stays standby;
+//     of its site does. No preemption: a recovered gateway stays standby,
+//     unless it is the gateway the operator activated (the plan's
+//     Active): that one takes the role from a live active once it has
+//     run for HoldDown, reaches as many sites and holds none of its
+//     links down;
 //   - links: the active (or only) gateway of a site declares the link to
 //     another site down when none of that site's gateways that answered
 //     before answers now; a remote gateway that does not answer while
 //     another of its site does is down (its site's next gateway carries
 //     the site). Both stay down until they have answered for HoldDown (no
 //     flapping). Link state is flooded in hellos, so every gateway plans
-//     with the same failures, including those on paths it only relays.
+//     with the same failures, including those on paths it only relays;
+//     a held link that answers again carries the moment its holder lets
+//     it up, and every gateway lets it up at the latest of those moments
+//     (NextRelease says when to tick), so both ends move back together.
+//     The moments are the holders' clocks: gateways' clocks must agree
+//     (NTP) to well under the hold-down.
 package ha
 
 import (
@@ -83,6 +92,12 @@ type Entry struct {
 	// LinksDown are the links of its site it holds down (as its site's
 	// active gateway).
 	LinksDown []plan.SitePair `json:"d,omitempty"`
+	// Release, one per LinksDown when set, is when (the origin's clock,
+	// Unix ns) the origin lets that link up: the end of its hold-down once
+	// the link answers again, 0 while it does not. Every gateway lets the
+	// link up at the latest release of its holders, at that moment, so
+	// that traffic moves back at both ends together.
+	Release []int64 `json:"u,omitempty"`
 }
 
 // Hello is what an agent sends its peers and its site's gateways.
@@ -160,6 +175,9 @@ type State struct {
 	links       map[plan.SitePair]*target // own links' state (by remote site)
 	events      []string
 	change      *RoleChange // the last change of this gateway's role
+	// lastTick is when Tick last ran; graceUntil ends a pause in the
+	// judging after this agent was starved (see Tick).
+	lastTick, graceUntil time.Time
 }
 
 // RoleChange is a change of this gateway's role that the election made.
@@ -260,14 +278,36 @@ func (s *State) Answered(gateway string, lan bool, at time.Time) {
 }
 
 // alive says whether t answered within the detection time; a target that
-// never answered is alive (not judged).
+// never answered is alive (not judged), and so is every target during a
+// grace after this agent was starved.
 func (s *State) alive(t *target, now time.Time) bool {
-	return t == nil || !t.answered || now.Sub(t.last) <= s.detect()
+	return t == nil || !t.answered || s.silentFor(t, now) <= s.detect()
 }
 
 // answering is alive with at least one answer.
 func (s *State) answering(t *target, now time.Time) bool {
-	return t != nil && t.answered && now.Sub(t.last) <= s.detect()
+	return t != nil && t.answered && s.silentFor(t, now) <= s.detect()
+}
+
+// silentFor is how long t has been silent as far as it can be judged:
+// zero during a grace.
+func (s *State) silentFor(t *target, now time.Time) time.Duration {
+	if now.Before(s.graceUntil) {
+		return 0
+	}
+	return now.Sub(t.last)
+}
+
+// starved notes a tick that comes late: this agent did not run (a busy
+// CPU), so it sent no echoes and read no answers meanwhile, and the
+// silence it would see is its own. It then judges no target dead for a
+// detection time, while echoes and answers flow again.
+func (s *State) starved(now time.Time) {
+	if !s.lastTick.IsZero() && now.Sub(s.lastTick) > s.detect()/2 {
+		s.graceUntil = now.Add(s.detect())
+		s.events = append(s.events, fmt.Sprintf("this agent did not run for %v (a busy CPU?): judging no gateway dead for %v", now.Sub(s.lastTick).Round(time.Millisecond), s.detect()))
+	}
+	s.lastTick = now
 }
 
 // Receive takes a hello.
@@ -383,6 +423,7 @@ func (s *State) defaultActive(named string) string {
 // the default). Events (for the log) accumulate until Events.
 func (s *State) Tick(now time.Time, named string) Decision {
 	d := Decision{Active: map[string]string{}, Down: map[string]bool{}, LinksDown: map[plan.SitePair]bool{}}
+	s.starved(now)
 	myReach := s.reach(now)
 	remoteSites := len(s.sites) - 1
 	if len(s.sites[s.site]) > 1 && !s.starting(now) {
@@ -461,7 +502,10 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		if _, ok := s.freshEntry(g, now); !ok || !e.Active && len(s.sites[e.Site]) > 1 {
 			continue
 		}
-		for _, p := range e.LinksDown {
+		for i, p := range e.LinksDown {
+			if len(e.Release) == len(e.LinksDown) && e.Release[i] != 0 && !now.Before(time.Unix(0, e.Release[i])) {
+				continue // its holder lets it up now
+			}
 			d.LinksDown[p] = true
 		}
 	}
@@ -476,6 +520,7 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		// Remembered while the link is held: the first gateway to let its
 		// link up breaks the isolation the others would see.
 		t.isolated = t.isolated || s.isolated(p.A, d.LinksDown) || s.isolated(p.B, d.LinksDown)
+		// Back only on an answer: a grace after starving is none.
 		if now.Sub(t.last) > s.detect() {
 			continue
 		}
@@ -499,6 +544,40 @@ func (s *State) isolated(site string, down map[plan.SitePair]bool) bool {
 	return true
 }
 
+// releaseAt is when a held target that answers again is let up (zero
+// while it does not answer).
+func (s *State) releaseAt(t *target, now time.Time) time.Time {
+	if !t.heldDown || t.upSince.IsZero() || s.silentFor(t, now) > s.detect() {
+		return time.Time{}
+	}
+	return t.upSince.Add(s.cfg.HoldDown)
+}
+
+// NextRelease returns the earliest moment after now at which a held link
+// is let up (its own or one learned), so that the caller ticks then.
+func (s *State) NextRelease(now time.Time) (time.Time, bool) {
+	var next time.Time
+	consider := func(at time.Time) {
+		if at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	for _, t := range s.links {
+		consider(s.releaseAt(t, now))
+	}
+	for g, e := range s.entries {
+		if _, ok := s.freshEntry(g, now); !ok || len(e.Release) != len(e.LinksDown) {
+			continue
+		}
+		for _, u := range e.Release {
+			if u != 0 {
+				consider(time.Unix(0, u))
+			}
+		}
+	}
+	return next, !next.IsZero()
+}
+
 // hold applies the hold-down to a judged target: it returns true while t
 // is dead or has not answered for HoldDown since it came back. cond false
 // means the target is not to be judged now (and not held).
@@ -506,7 +585,7 @@ func (s *State) hold(t *target, now time.Time, cond bool, what string) bool {
 	if !t.answered {
 		return false
 	}
-	dead := now.Sub(t.last) > s.detect()
+	dead := s.silentFor(t, now) > s.detect()
 	if dead {
 		t.upSince = time.Time{}
 	}
@@ -557,6 +636,8 @@ func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
 	}
 	var why string
 	switch {
+	case claimed && named == s.cfg.Self && s.operatorMove(now, other, myReach):
+		why = fmt.Sprintf("the operator activated this gateway (fednet gateway activate); %s was active", other)
 	case cur == s.cfg.Self:
 		if !reachOK {
 			return
@@ -587,6 +668,25 @@ func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
 	s.changed(RoleChange{At: now, Active: true, Other: before, Cause: why}, fmt.Sprintf("active (epoch %d): %s", s.epoch, why))
 }
 
+// operatorMove reports whether this gateway, the one the operator named,
+// takes the role from the live claimant other: once it has run for the
+// hold-down (a named gateway that comes back from a failure takes the role
+// back only after it has been up that long) and reaches at least as many
+// sites as other says it does, none of its links held down (the remote
+// gateways hold it down as long).
+func (s *State) operatorMove(now time.Time, other string, myReach int) bool {
+	if now.Sub(s.start) < s.cfg.HoldDown || !s.answering(s.lan[other], now) {
+		return false
+	}
+	for _, t := range s.links {
+		if t.heldDown {
+			return false
+		}
+	}
+	e, ok := s.freshEntry(other, now)
+	return ok && myReach >= e.Reach
+}
+
 // Hello returns the hello to send at now: this gateway's entry and the
 // fresh entries it knows.
 func (s *State) Hello(now time.Time, d Decision) Hello {
@@ -602,6 +702,13 @@ func (s *State) Hello(now time.Time, d Decision) Hello {
 			}
 		}
 		slices.SortFunc(own.LinksDown, func(a, b plan.SitePair) int { return cmp.Or(cmp.Compare(a.A, b.A), cmp.Compare(a.B, b.B)) })
+		for _, p := range own.LinksDown {
+			var u int64
+			if at := s.releaseAt(s.links[p], now); !at.IsZero() {
+				u = at.UnixNano()
+			}
+			own.Release = append(own.Release, u)
+		}
 	}
 	h := Hello{From: s.cfg.Self, Entries: []Entry{own}}
 	for _, g := range slices.Sorted(maps.Keys(s.entries)) {

@@ -3,6 +3,7 @@ package ha
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +27,17 @@ type sim struct {
 	cut                        map[plan.SitePair]bool // by gateway names
 	lanSplit                   bool
 	ticks                      int
+	// named is lab's gateway the operator activated (the plan's Active).
+	named string
+	// odd gateways send their hellos on odd ticks, the others on even
+	// ones: agents' timers are not aligned.
+	odd map[string]bool
+	// deaf gateways read no echo answers nor hellos at their next tick
+	// (an agent that was starved sent no echoes meanwhile, and runs its
+	// tick before its readers).
+	deaf map[string]bool
+	// events are every gateway's events, "gateway: event".
+	events []string
 }
 
 func newSim(t *testing.T) *sim {
@@ -82,22 +94,23 @@ func (s *sim) run(d time.Duration) {
 			if s.dead[a] || s.agentDead[a] {
 				continue
 			}
+			if s.deaf[a] {
+				continue
+			}
 			for _, b := range s.names {
 				if a != b && s.path(a, b) && s.path(b, a) {
 					s.states[a].Answered(b, s.site(a) == s.site(b), s.now)
 				}
 			}
 		}
-		if s.ticks%2 == 0 {
-			for _, a := range s.names {
-				if s.dead[a] || s.agentDead[a] {
-					continue
-				}
-				h := s.states[a].Hello(s.now, s.dec[a])
-				for _, b := range s.names {
-					if a != b && !s.dead[b] && !s.agentDead[b] && s.path(a, b) {
-						s.states[b].Receive(h, s.now)
-					}
+		for _, a := range s.names {
+			if s.dead[a] || s.agentDead[a] || s.odd[a] != (s.ticks%2 == 1) {
+				continue
+			}
+			h := s.states[a].Hello(s.now, s.dec[a])
+			for _, b := range s.names {
+				if a != b && !s.dead[b] && !s.agentDead[b] && !s.deaf[b] && s.path(a, b) {
+					s.states[b].Receive(h, s.now)
 				}
 			}
 		}
@@ -105,9 +118,11 @@ func (s *sim) run(d time.Duration) {
 			if s.dead[a] || s.agentDead[a] {
 				continue
 			}
-			s.dec[a] = s.states[a].Tick(s.now, "")
+			s.dec[a] = s.states[a].Tick(s.now, s.named)
+			delete(s.deaf, a)
 			for _, e := range s.states[a].Events() {
 				s.t.Logf("%v %s: %s", s.now.Sub(time.Unix(1000, 0)), a, e)
+				s.events = append(s.events, a+": "+e)
 			}
 		}
 	}
@@ -373,5 +388,144 @@ func TestIsolatedSiteBackAtOnce(t *testing.T) {
 				t.Errorf("%s still holds %v down a second after aws-eu came back", g, p)
 			}
 		}
+	}
+}
+
+// A grace after starving judges nothing dead, but lets nothing up either:
+// the links to a site that is down as a whole stay held at a gateway that
+// was starved meanwhile.
+func TestStarvedAgentLetsNothingUp(t *testing.T) {
+	s := newSim(t)
+	s.deaf = map[string]bool{}
+	s.run(2 * time.Second)
+	s.dead["aws-gw"] = true
+	s.run(2 * time.Second)
+	s.agentDead["gcp-gw"] = true
+	s.run(700 * time.Millisecond)
+	s.agentDead["gcp-gw"] = false
+	s.deaf["gcp-gw"] = true
+	for range 4 {
+		s.run(DefaultInterval)
+		if !s.dec["gcp-gw"].LinksDown[plan.Pair("aws-eu", "gcp-ew")] {
+			t.Fatalf("gcp-gw let its link to the dead aws-eu up after starving: %s", s.dec["gcp-gw"].Key())
+		}
+	}
+}
+
+// The operator moves the role (fednet gateway activate) to the standby and
+// back: every gateway follows, the old active steps down, and the cause
+// says it was the operator.
+func TestOperatorActivate(t *testing.T) {
+	s := newSim(t)
+	s.run(DefaultHoldDown + time.Second)
+	s.wantActive("onprem-gw1")
+	s.named = "onprem-gw2"
+	s.run(500 * time.Millisecond)
+	s.wantActive("onprem-gw2")
+	c, ok := s.states["onprem-gw2"].LastRoleChange()
+	if !ok || !c.Active || c.Other != "onprem-gw1" || !strings.Contains(c.Cause, "operator activated") {
+		t.Errorf("gw2's last role change %+v (%v), want taking over from onprem-gw1 by the operator", c, ok)
+	}
+	if c, ok := s.states["onprem-gw1"].LastRoleChange(); !ok || c.Active || c.Other != "onprem-gw2" {
+		t.Errorf("gw1's last role change %+v (%v), want stepping down for onprem-gw2", c, ok)
+	}
+	s.run(2 * time.Second)
+	s.wantActive("onprem-gw2")
+	s.named = "onprem-gw1"
+	s.run(500 * time.Millisecond)
+	s.wantActive("onprem-gw1")
+}
+
+// The named gateway does not take the role while it reaches fewer sites
+// than the active (its uplink is cut), nor in its first HoldDown: one
+// that comes back from a failure takes the role back only after it.
+func TestOperatorActivateWaits(t *testing.T) {
+	s := newSim(t)
+	s.run(DefaultHoldDown + time.Second)
+	s.uplinkCut["onprem-gw2"] = true
+	s.run(time.Second)
+	s.named = "onprem-gw2"
+	s.run(2 * time.Second)
+	s.wantActive("onprem-gw1")
+	// Repaired: the remote gateways hold gw2 down for the hold-down, gw2
+	// its links; it moves after.
+	s.uplinkCut["onprem-gw2"] = false
+	s.run(2 * time.Second)
+	s.wantActive("onprem-gw1")
+	s.run(DefaultHoldDown)
+	s.wantActive("onprem-gw2")
+	// gw2 fails: gw1 takes over; gw2 comes back and waits the hold-down.
+	s.dead["onprem-gw2"] = true
+	s.run(time.Second)
+	s.wantActive("onprem-gw1")
+	s.dead["onprem-gw2"] = false
+	s.start("onprem-gw2", false)
+	s.run(DefaultHoldDown / 2)
+	s.wantActive("onprem-gw1")
+	s.run(DefaultHoldDown)
+	s.wantActive("onprem-gw2")
+}
+
+// The way back: every gateway lets a held link up at the same moment (the
+// holders' release carried in their hellos), not a hello apart, so that
+// both ends and the relays move traffic back together.
+func TestLinkBackTogether(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.odd = map[string]bool{"aws-gw": true, "onprem-gw1": true}
+	s.cut[plan.Pair("aws-gw", "azure-gw")] = true
+	s.run(time.Second)
+	s.cut[plan.Pair("aws-gw", "azure-gw")] = false
+	link := plan.Pair("aws-eu", "azure-we")
+	up := map[string]time.Time{}
+	for range int((DefaultHoldDown + 2*time.Second) / DefaultInterval) {
+		s.run(DefaultInterval)
+		for _, g := range s.names {
+			if _, seen := up[g]; !seen && !s.dec[g].LinksDown[link] {
+				up[g] = s.now
+			}
+		}
+	}
+	first := up[s.names[0]]
+	for _, g := range s.names {
+		if at, ok := up[g]; !ok || !at.Equal(first) {
+			t.Errorf("%s lets %v up at %v, %s at %v: want every gateway at the same moment", g, link, at.Sub(time.Unix(1000, 0)), s.names[0], first.Sub(time.Unix(1000, 0)))
+		}
+	}
+	if at, ok := s.states["aws-gw"].NextRelease(first.Add(-time.Second)); ok && at.After(first) {
+		t.Errorf("NextRelease a second before the release says %v, after the release at %v", at, first)
+	}
+}
+
+// An agent starved of CPU (its kernel answers, it runs nothing for 700 ms)
+// judges no gateway dead when it runs again: the silence is its own. A
+// starved standby does not take over; a starved active gateway's peers
+// keep it.
+func TestStarvedAgentJudgesNothing(t *testing.T) {
+	for _, g := range []string{"onprem-gw2", "aws-gw", "onprem-gw1"} {
+		t.Run(g, func(t *testing.T) {
+			s := newSim(t)
+			s.deaf = map[string]bool{}
+			s.run(2 * time.Second)
+			before := s.dec[g].Key()
+			s.events = nil
+			s.agentDead[g] = true
+			s.run(700 * time.Millisecond)
+			s.agentDead[g] = false
+			s.deaf[g] = true
+			s.run(time.Second)
+			s.wantActive("onprem-gw1")
+			for _, e := range s.events {
+				if strings.Contains(e, " down: ") || strings.Contains(e, "standby: ") || strings.Contains(e, "active (epoch") {
+					t.Errorf("after starving: %s", e)
+				}
+			}
+			if got := s.dec[g].Key(); got != before {
+				t.Errorf("%s decides %q after starving, %q before", g, got, before)
+			}
+			if _, ok := s.states["onprem-gw2"].LastRoleChange(); ok {
+				t.Errorf("onprem-gw2 changed its role")
+			}
+		})
 	}
 }

@@ -342,14 +342,20 @@ func (m *Manager) putKey(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// postRotate asks a gateway's agent to roll its key: the rotation counter
-// goes up and the gateway's plan watch returns at once with it.
-func (m *Manager) postRotate(w http.ResponseWriter, r *http.Request) error {
+// noInput checks that a call on a gateway has no query and no body (or
+// an empty object).
+func noInput(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
 	var none struct{}
-	if err := decode(w, r, &none, true, ""); err != nil {
+	return decode(w, r, &none, true, "")
+}
+
+// postRotate asks a gateway's agent to roll its key: the rotation counter
+// goes up and the gateway's plan watch returns at once with it.
+func (m *Manager) postRotate(w http.ResponseWriter, r *http.Request) error {
+	if err := noInput(w, r); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
@@ -376,6 +382,60 @@ func (m *Manager) postRotate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	m.cfg.Logf("key rotation %d requested for gateway %s", u.next.gateways[name].RotateRequested, name)
+	return m.writeGateway(w, r, u.next, name)
+}
+
+// activateFresh is how recent a gateway's last status report must be for
+// an operator to make it active: agents report every 5 s.
+const activateFresh = 20 * time.Second
+
+// postActivate makes a gateway its site's active gateway (fednet gateway
+// activate): it becomes the site's preferred gateway, a planner input
+// stored with the gateway, and the agents move the role to it (the
+// election in internal/ha honours the preference). It refuses, with 409,
+// a gateway of a one-gateway site, one that has not enrolled or was
+// removed, and one that has not reported for activateFresh (down, or its
+// agent is); 404 one the spec does not have.
+func (m *Manager) postActivate(w http.ResponseWriter, r *http.Request) error {
+	if err := noInput(w, r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	reps, err := m.reports(r.Context())
+	if err != nil {
+		return err
+	}
+	now := m.cfg.Now()
+	_, u, err := m.change(r.Context(), func(u *update) error {
+		if err := inSpec(u.next, name, "name"); err != nil {
+			return err
+		}
+		_, site, _ := u.next.fed.Gateway(name)
+		if len(site.Gateways) < 2 {
+			return fail(http.StatusConflict, "name", "gateway %s is the only gateway of site %s: it is always active; add a second gateway to the site in the spec to have one to move the role to", name, site.Name)
+		}
+		g, known := u.next.gateways[name]
+		switch {
+		case !known || g.Enrolled.IsZero():
+			return fail(http.StatusConflict, "name", "gateway %s has not enrolled yet; enroll its agent (fednet agent --join TOKEN) before making it active", name)
+		case g.Removed:
+			return fail(http.StatusConflict, "name", "gateway %s was removed from the federation; it cannot be made active", name)
+		}
+		rep, ok := reps[name]
+		if !ok {
+			return fail(http.StatusConflict, "name", "gateway %s has never reported its status: it may be down; start its agent and try again", name)
+		}
+		if age := now.Sub(rep.received); age > activateFresh {
+			return fail(http.StatusConflict, "name", "gateway %s last reported %v ago: it (or its agent) seems down; making it active would move the site to a gateway that may not forward", name, age.Round(time.Second))
+		}
+		g.Activated = now
+		u.setGateway(g)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	m.cfg.Logf("gateway %s activated by the operator", name)
 	return m.writeGateway(w, r, u.next, name)
 }
 
@@ -446,6 +506,7 @@ func gatewayModel(st *state, reps map[string]report, name string) api.Gateway {
 		}
 		out.ObservedAddress = g.ObservedAddress
 		out.RotateKey, out.KeyRotation = g.RotateRequested, g.RotateAnswered
+		out.ActivatedAt = g.Activated
 	}
 	if p, ok := st.plans[name]; ok {
 		out.PlanGeneration = p.Generation

@@ -349,9 +349,12 @@ func peerKey(p plan.Gateway, peer string) (plan.Key, bool) {
 
 // threeSites is examples/three-sites.yaml: gateways aws-gw, azure-gw,
 // onprem-gw.
-func threeSites(t *testing.T) string {
+func threeSites(t *testing.T) string { return example(t, "three-sites.yaml") }
+
+// example returns the spec examples/name.
+func example(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../examples/three-sites.yaml")
+	b, err := os.ReadFile("../../examples/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

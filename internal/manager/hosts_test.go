@@ -2,7 +2,6 @@ package manager
 
 import (
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +13,7 @@ import (
 // neighborsSpec is examples/neighbors.yaml: site aws-eu (10.1.0.0/24,
 // gateway aws-gw) drops unknown MACs; bridged network lan over all three
 // sites; routed network apps.
-func neighborsSpec(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("../../examples/neighbors.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
+func neighborsSpec(t *testing.T) string { return example(t, "neighbors.yaml") }
 
 // hostToken makes a host token for site and network (that may replace
 // the host named by replaces, if any) and returns its secret.

@@ -85,6 +85,7 @@ func (m *Manager) routes() []route {
 		{"PUT", api.PathStatus, authGateway, m.putStatus},
 		{"PUT", api.PathKey, authGateway, m.putKey},
 		{"POST", api.PathRotate, authAdmin, m.postRotate},
+		{"POST", api.PathActivate, authAdmin, m.postActivate},
 		{"POST", api.PathBandwidth, authAdmin, m.postBandwidth},
 		{"GET", api.PathMeasurements, authGateway, m.getMeasurements},
 		{"PUT", api.PathMeasurement, authGateway, m.putMeasurement},

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -140,11 +139,7 @@ func TestMetricsBoundedByPlan(t *testing.T) {
 // through.
 func TestFailoverReportShown(t *testing.T) {
 	h := newHarness(t)
-	doc, err := os.ReadFile("../../examples/ha.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.putSpec(string(doc))
+	h.putSpec(haSpec(t))
 	now := h.clock.Now().UTC().Truncate(time.Second)
 	took := api.Failover{At: now.Add(-time.Minute), From: "onprem-gw1", To: "onprem-gw2", Cause: "active gateway onprem-gw1 does not answer on the LAN"}
 	steppedDown := api.Failover{At: now.Add(-time.Minute + time.Second), From: "onprem-gw1", To: "onprem-gw2", Cause: "onprem-gw2 claims the site with epoch 2 (mine 1)"}

@@ -277,7 +277,7 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 	if st.fed == nil {
 		return out, nil
 	}
-	in := inputs(st.gateways, st.hosts)
+	in := inputs(st.fed, st.gateways, st.hosts)
 	var plans []plan.Gateway
 	var edits []*plan.Edit
 	var err error
@@ -286,7 +286,7 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 		for _, e := range prev.plans {
 			before = append(before, e.plan)
 		}
-		plans, edits, err = plan.Update(prev.fed, inputs(prev.gateways, prev.hosts), before, st.fed, in)
+		plans, edits, err = plan.Update(prev.fed, inputs(prev.fed, prev.gateways, prev.hosts), before, st.fed, in)
 	} else {
 		plans, err = plan.Compute(st.fed, in)
 		edits = make([]*plan.Edit, len(plans))
@@ -521,8 +521,8 @@ func samePlannerInputs(a, b *state) bool {
 			return false
 		}
 	}
-	// What the planner reads of a gateway: removed, and its key (the
-	// enrolled one, else the spec's).
+	// What the planner reads of a gateway: removed, its key (the
+	// enrolled one, else the spec's) and when it was activated.
 	input := func(st *state, name string) (bool, plan.Key) {
 		g, ok := st.gateways[name]
 		if ok && g.Removed {
@@ -547,7 +547,7 @@ func samePlannerInputs(a, b *state) bool {
 	for name := range names {
 		ga, oka := a.gateways[name]
 		gb, okb := b.gateways[name]
-		if oka == okb && ga.Removed == gb.Removed && ga.PublicKey == gb.PublicKey {
+		if oka == okb && ga.Removed == gb.Removed && ga.PublicKey == gb.PublicKey && ga.Activated.Equal(gb.Activated) {
 			continue
 		}
 		if a.fed == nil {
@@ -555,7 +555,7 @@ func samePlannerInputs(a, b *state) bool {
 		}
 		ra, ka := input(a, name)
 		rb, kb := input(b, name)
-		if ra != rb || ka != kb {
+		if ra != rb || ka != kb || !ga.Activated.Equal(gb.Activated) {
 			return false
 		}
 	}
@@ -563,8 +563,9 @@ func samePlannerInputs(a, b *state) bool {
 }
 
 // inputs are the planner's inputs from the gateways and hosts the manager
-// knows.
-func inputs(gws map[string]store.Gateway, hosts map[string]store.Host) plan.Inputs {
+// knows: keys, removed gateways, hosts, and by site the gateway an
+// operator activated last (fednet gateway activate).
+func inputs(fed *spec.Federation, gws map[string]store.Gateway, hosts map[string]store.Host) plan.Inputs {
 	in := plan.Inputs{PublicKeys: map[string]plan.Key{}, Removed: map[string]bool{}}
 	for name, g := range gws {
 		if g.Removed {
@@ -573,10 +574,34 @@ func inputs(gws map[string]store.Gateway, hosts map[string]store.Host) plan.Inpu
 			in.PublicKeys[name] = g.PublicKey
 		}
 	}
+	if pref := preferred(fed, gws); len(pref) > 0 {
+		in.Active = pref
+	}
 	for _, h := range slices.Sorted(maps.Keys(hosts)) {
 		in.Hosts = append(in.Hosts, planHost(hosts[h]))
 	}
 	return in
+}
+
+// preferred returns, by site with several gateways, the gateway of fed an
+// operator activated last, among those not removed.
+func preferred(fed *spec.Federation, gws map[string]store.Gateway) map[string]string {
+	out := map[string]string{}
+	if fed == nil {
+		return out
+	}
+	for _, site := range fed.Sites {
+		if len(site.Gateways) < 2 {
+			continue
+		}
+		var at time.Time
+		for _, sg := range site.Gateways {
+			if g, ok := gws[sg.Name]; ok && !g.Removed && g.Activated.After(at) {
+				out[site.Name], at = sg.Name, g.Activated
+			}
+		}
+	}
+	return out
 }
 
 // maxAttempts bounds how often change tries a write that lost a race

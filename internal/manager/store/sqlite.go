@@ -137,6 +137,8 @@ var migrations = []string{
 		ca_cert          BLOB NOT NULL,
 		admin_token_hash BLOB NOT NULL
 	);`,
+	// When an operator last made a gateway its site's active one.
+	`ALTER TABLE gateways ADD COLUMN activated INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // OpenSQLite opens the database file cfg.Path, creating it when missing or
@@ -548,14 +550,15 @@ func (s *SQLite) RevokeToken(ctx context.Context, id string) (Token, error) {
 	return s.Token(ctx, id)
 }
 
-const gatewayColumns = "name, public_key, credential_hash, rotate_requested, rotate_answered, endpoint, observed_address, enrolled, removed"
+const gatewayColumns = "name, public_key, credential_hash, rotate_requested, rotate_answered, endpoint, observed_address, enrolled, removed, activated"
 
 func scanGateway(sc scanner) (Gateway, error) {
 	var g Gateway
 	var key, cred []byte
 	var enrolled int64
 	var removed int
-	if err := sc.Scan(&g.Name, &key, &cred, &g.RotateRequested, &g.RotateAnswered, &g.Endpoint, &g.ObservedAddress, &enrolled, &removed); err != nil {
+	var activated int64
+	if err := sc.Scan(&g.Name, &key, &cred, &g.RotateRequested, &g.RotateAnswered, &g.Endpoint, &g.ObservedAddress, &enrolled, &removed, &activated); err != nil {
 		return Gateway{}, err
 	}
 	if len(key) != len(g.PublicKey) || len(cred) != len(g.CredentialHash) {
@@ -565,6 +568,7 @@ func scanGateway(sc scanner) (Gateway, error) {
 	g.CredentialHash = Hash(cred)
 	g.Enrolled = fromNanos(enrolled)
 	g.Removed = removed != 0
+	g.Activated = fromNanos(activated)
 	return g, nil
 }
 
@@ -693,8 +697,8 @@ func commitTx(ctx context.Context, tx *sql.Tx, c Change) error {
 		}
 	}
 	for _, g := range c.Gateways {
-		_, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO gateways ("+gatewayColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			g.Name, g.PublicKey[:], g.CredentialHash[:], g.RotateRequested, g.RotateAnswered, g.Endpoint, g.ObservedAddress, nanos(g.Enrolled), boolInt(g.Removed))
+		_, err := tx.ExecContext(ctx, "INSERT OR REPLACE INTO gateways ("+gatewayColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			g.Name, g.PublicKey[:], g.CredentialHash[:], g.RotateRequested, g.RotateAnswered, g.Endpoint, g.ObservedAddress, nanos(g.Enrolled), boolInt(g.Removed), nanos(g.Activated))
 		if err != nil {
 			return fmt.Errorf("storing gateway %s: %w", g.Name, err)
 		}

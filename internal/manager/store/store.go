@@ -141,6 +141,10 @@ type Gateway struct {
 	// Removed gateways get no plan, appear in no peer's plan, and their
 	// credential is refused until they enroll again.
 	Removed bool
+	// Activated is when an operator last made the gateway its site's
+	// active gateway (fednet gateway activate); zero if never. The
+	// gateway of a site activated last is the site's preferred one.
+	Activated time.Time
 }
 
 // Plan is a gateway's current plan.

@@ -219,6 +219,7 @@ type gatewayRecord struct {
 	ObservedAddress string   `json:"observedAddress,omitempty"`
 	Enrolled        int64    `json:"enrolled"`
 	Removed         bool     `json:"removed,omitempty"`
+	Activated       int64    `json:"activated,omitempty"`
 }
 
 type hostRecord struct {
@@ -294,7 +295,7 @@ func toToken(r tokenRecord) (store.Token, error) {
 
 func fromGateway(g store.Gateway) gatewayRecord {
 	return gatewayRecord{Name: g.Name, PublicKey: g.PublicKey, CredentialHash: hashString(g.CredentialHash), RotateRequested: g.RotateRequested,
-		RotateAnswered: g.RotateAnswered, Endpoint: g.Endpoint, ObservedAddress: g.ObservedAddress, Enrolled: nanos(g.Enrolled), Removed: g.Removed}
+		RotateAnswered: g.RotateAnswered, Endpoint: g.Endpoint, ObservedAddress: g.ObservedAddress, Enrolled: nanos(g.Enrolled), Removed: g.Removed, Activated: nanos(g.Activated)}
 }
 
 func toGateway(r gatewayRecord) (store.Gateway, error) {
@@ -303,7 +304,7 @@ func toGateway(r gatewayRecord) (store.Gateway, error) {
 		return store.Gateway{}, fmt.Errorf("gateway %s: %w", r.Name, err)
 	}
 	return store.Gateway{Name: r.Name, PublicKey: r.PublicKey, CredentialHash: h, RotateRequested: r.RotateRequested, RotateAnswered: r.RotateAnswered,
-		Endpoint: r.Endpoint, ObservedAddress: r.ObservedAddress, Enrolled: fromNanos(r.Enrolled), Removed: r.Removed}, nil
+		Endpoint: r.Endpoint, ObservedAddress: r.ObservedAddress, Enrolled: fromNanos(r.Enrolled), Removed: r.Removed, Activated: fromNanos(r.Activated)}, nil
 }
 
 func fromHost(h store.Host) hostRecord {

@@ -543,12 +543,13 @@ func testWatchContent(t *testing.T, s store.Store) {
 	// A later gateway write carries the gateway as it is now.
 	g := f.gw
 	g.Removed = true
+	g.Activated = time.Unix(0, 1_700_000_000_123_456_789)
 	if err := s.Commit(ctx, store.Change{Gateways: []store.Gateway{g}, Generation: 8}); err != nil {
 		t.Fatal(err)
 	}
 	ev, err = s.Watch(ctx, 7)
-	if err != nil || len(ev.Gateways) != 1 || !ev.Gateways[0].Removed {
-		t.Errorf("Watch(7) = %+v, %v; want gw-a removed", ev, err)
+	if err != nil || len(ev.Gateways) != 1 || !ev.Gateways[0].Removed || !ev.Gateways[0].Activated.Equal(g.Activated) {
+		t.Errorf("Watch(7) = %+v, %v; want gw-a removed and activated at %v", ev, err, g.Activated)
 	}
 }
 
