@@ -343,7 +343,7 @@ type Gateway struct {
 	KeyRotation int `json:"keyRotation"`
 	// ActivatedAt is when an operator last made the gateway its site's
 	// active gateway (fednet gateway activate; zero if never).
-	ActivatedAt time.Time `json:"activatedAt,omitempty"`
+	ActivatedAt time.Time `json:"activatedAt,omitzero"`
 }
 
 // Site is the read model of a site.
