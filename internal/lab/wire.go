@@ -280,6 +280,20 @@ func ipOf(link layers.LinkType, data []byte, eth *layers.Ethernet, sll *layers.L
 // eachIP calls fn with the ethertype and the bytes from the IP header on of
 // every frame of the capture that parses (Ethernet, Linux cooked or raw
 // IP). A capture cut short in its last frame is read up to that frame.
+// eachIPv4 calls fn for each IPv4 packet of the capture that decodes, with
+// its source and destination; ip is reused between calls.
+func eachIPv4(pcapPath string, fn func(s, d netip.Addr, ip *layers.IPv4)) error {
+	var ip4 layers.IPv4
+	return eachIP(pcapPath, func(etype layers.EthernetType, payload []byte) {
+		if etype != layers.EthernetTypeIPv4 || ip4.DecodeFromBytes(payload, gopacket.NilDecodeFeedback) != nil {
+			return
+		}
+		s, _ := netip.AddrFromSlice(ip4.SrcIP.To4())
+		d, _ := netip.AddrFromSlice(ip4.DstIP.To4())
+		fn(s, d, &ip4)
+	})
+}
+
 func eachIP(pcapPath string, fn func(etype layers.EthernetType, ip []byte)) error {
 	src, link, closeFn, err := openPcap(pcapPath)
 	if err != nil {

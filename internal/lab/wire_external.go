@@ -40,17 +40,9 @@ func (r ExternalWireReport) String() string {
 func AnalyzeExternal(pcapPath string, endpoints []netip.Addr, overlay netip.Prefix, inner []netip.Addr) (ExternalWireReport, error) {
 	var r ExternalWireReport
 	plainText := plaintextTest(overlay, inner)
-	var (
-		ip4 layers.IPv4
-		udp layers.UDP
-	)
+	var udp layers.UDP
 	df := gopacket.NilDecodeFeedback
-	err := eachIP(pcapPath, func(etype layers.EthernetType, payload []byte) {
-		if etype != layers.EthernetTypeIPv4 || ip4.DecodeFromBytes(payload, df) != nil {
-			return
-		}
-		s, _ := netip.AddrFromSlice(ip4.SrcIP.To4())
-		d, _ := netip.AddrFromSlice(ip4.DstIP.To4())
+	err := eachIPv4(pcapPath, func(s, d netip.Addr, ip4 *layers.IPv4) {
 		if len(endpoints) > 0 && !slices.Contains(endpoints, s) && !slices.Contains(endpoints, d) {
 			return
 		}

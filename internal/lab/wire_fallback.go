@@ -55,17 +55,9 @@ func (r FallbackWireReport) String() string {
 func AnalyzeFallback(pcapPath string, gw netip.Addr, port int, overlay netip.Prefix, inner []netip.Addr, control ...netip.Addr) (FallbackWireReport, error) {
 	var r FallbackWireReport
 	plainText := plaintextTest(overlay, inner)
-	var (
-		ip4 layers.IPv4
-		tcp layers.TCP
-	)
+	var tcp layers.TCP
 	df := gopacket.NilDecodeFeedback
-	err := eachIP(pcapPath, func(etype layers.EthernetType, payload []byte) {
-		if etype != layers.EthernetTypeIPv4 || ip4.DecodeFromBytes(payload, df) != nil {
-			return
-		}
-		s, _ := netip.AddrFromSlice(ip4.SrcIP.To4())
-		d, _ := netip.AddrFromSlice(ip4.DstIP.To4())
+	err := eachIPv4(pcapPath, func(s, d netip.Addr, ip4 *layers.IPv4) {
 		if s != gw && d != gw {
 			return
 		}
