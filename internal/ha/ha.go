@@ -98,6 +98,11 @@ type Entry struct {
 	// link up at the latest release of its holders, at that moment, so
 	// that traffic moves back at both ends together.
 	Release []int64 `json:"u,omitempty"`
+	// Sends names, per remote site, the gateway this gateway sends that
+	// site's prefixes to in the plan it applied: the peer its WireGuard
+	// accepts them from. A gateway sends its site's traffic plain to a
+	// peer only while the peer's Sends names it (see Plain).
+	Sends map[string]string `json:"m,omitempty"`
 }
 
 // Hello is what an agent sends its peers and its site's gateways.
@@ -178,6 +183,10 @@ type State struct {
 	// lastTick is when Tick last ran; graceUntil ends a pause in the
 	// judging after this agent was starved (see Tick).
 	lastTick, graceUntil time.Time
+	// sends is this gateway's Entry.Sends (SetSends); remote the remote
+	// sites' active gateways as last decided (see remoteActive).
+	sends  map[string]string
+	remote map[string]remoteClaim
 }
 
 // RoleChange is a change of this gateway's role that the election made.
@@ -454,7 +463,7 @@ func (s *State) Tick(now time.Time, named string) Decision {
 			continue
 		}
 		if g, _, ok := s.claimant(site, now); ok && len(gws) > 1 {
-			d.Active[site] = g
+			d.Active[site] = s.remoteActive(site, g, now)
 		}
 		anyAlive := false
 		for _, g := range gws {
@@ -694,7 +703,7 @@ func (s *State) Hello(now time.Time, d Decision) Hello {
 	if s.starting(now) {
 		reach = -1
 	}
-	own := Entry{Gateway: s.cfg.Self, Site: s.site, Seq: now.UnixNano(), Active: d.SelfActive, Epoch: s.epoch, Reach: reach}
+	own := Entry{Gateway: s.cfg.Self, Site: s.site, Seq: now.UnixNano(), Active: d.SelfActive, Epoch: s.epoch, Reach: reach, Sends: s.sends}
 	if d.SelfActive {
 		for p, t := range s.links {
 			if t.heldDown {

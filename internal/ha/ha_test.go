@@ -38,6 +38,8 @@ type sim struct {
 	deaf map[string]bool
 	// events are every gateway's events, "gateway: event".
 	events []string
+	// afterTick, when set, runs after every tick (the agents' applies).
+	afterTick func()
 }
 
 func newSim(t *testing.T) *sim {
@@ -124,6 +126,9 @@ func (s *sim) run(d time.Duration) {
 				s.t.Logf("%v %s: %s", s.now.Sub(time.Unix(1000, 0)), a, e)
 				s.events = append(s.events, a+": "+e)
 			}
+		}
+		if s.afterTick != nil {
+			s.afterTick()
 		}
 	}
 }

@@ -1,0 +1,175 @@
+package ha
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fednet/fednet/internal/plan"
+)
+
+// moves watches a sim's gateways apply their plans (at every tick, the
+// sim's agents apply at once and announce what they send where) and
+// checks the rule of lossless moves: a gateway sends its site's traffic
+// plain to a peer only while the peer's applied plan accepts that site
+// from it.
+type moves struct {
+	s *sim
+	// plans are the plans the gateways applied at the last tick.
+	plans map[string]plan.Gateway
+	// encapsulated counts (gateway, route) decisions to encapsulate;
+	// violations the plain sends the far end would drop.
+	encapsulated, violations int
+}
+
+func watchMoves(s *sim) *moves {
+	m := &moves{s: s, plans: map[string]plan.Gateway{}}
+	s.afterTick = m.tick
+	return m
+}
+
+func (m *moves) live(g string) bool { return !m.s.dead[g] && !m.s.agentDead[g] }
+
+func (m *moves) tick() {
+	s := m.s
+	for _, g := range s.names {
+		if !m.live(g) {
+			continue
+		}
+		p, err := plan.ForGateway(s.f, s.dec[g].Apply(plan.Inputs{}), g)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		m.plans[g] = p
+		s.states[g].SetSends(plan.SendsTo(p, s.f))
+	}
+	for _, a := range s.names {
+		if !m.live(a) {
+			continue
+		}
+		for _, r := range m.plans[a].Routes {
+			v := r.Via
+			if v == "" || !m.live(v) || !s.path(a, v) {
+				continue
+			}
+			if _, heard := s.states[a].entries[v]; !heard {
+				continue // plain, as an agent without the rule (Plain)
+			}
+			if !s.states[a].Plain(v, s.dec[a].SelfActive) {
+				m.encapsulated++
+				continue
+			}
+			if got := plan.SendsTo(m.plans[v], s.f)[s.site(a)]; got != a {
+				m.violations++
+				s.t.Errorf("%v: %s sends %s plain to %s, which accepts %s from %q", s.now.Sub(time.Unix(1000, 0)), a, r.Destination, v, s.site(a), got)
+			}
+		}
+	}
+}
+
+// allPlain checks that no live active (or only) gateway encapsulates
+// anything: the steady state.
+func (m *moves) allPlain() {
+	m.s.t.Helper()
+	for _, a := range m.s.names {
+		if !m.live(a) || !m.s.dec[a].SelfActive {
+			continue
+		}
+		for _, r := range m.plans[a].Routes {
+			if r.Via != "" && !m.s.states[a].Plain(r.Via, true) {
+				m.s.t.Errorf("%s encapsulates %s to %s in the steady state", a, r.Destination, r.Via)
+			}
+		}
+	}
+}
+
+// The operator moves the role there and back, a link between two sites is
+// cut and comes back after its hold-down: at no tick does a gateway send
+// plain what the far end would drop, the moves did encapsulate, and once
+// settled nothing is encapsulated.
+func TestMovesNeverSendPlainWhatIsDropped(t *testing.T) {
+	s := newSim(t)
+	m := watchMoves(s)
+	s.run(DefaultHoldDown + time.Second)
+	m.allPlain()
+	if m.violations != 0 {
+		t.Fatalf("%d plain sends dropped while the federation settled", m.violations)
+	}
+	before := m.encapsulated
+	s.named = "onprem-gw2"
+	s.run(time.Second)
+	s.wantActive("onprem-gw2")
+	m.allPlain()
+	s.named = "onprem-gw1"
+	s.run(time.Second)
+	s.wantActive("onprem-gw1")
+	m.allPlain()
+	if m.encapsulated == before {
+		t.Error("the handovers encapsulated nothing: the test does not exercise the rule")
+	}
+	// lab <-> aws-eu cut, then repaired: traffic through a third site and
+	// back after the hold-down.
+	before = m.encapsulated
+	for _, g := range []string{"onprem-gw1", "onprem-gw2"} {
+		s.cut[plan.Pair(g, "aws-gw")] = true
+	}
+	s.run(time.Second)
+	for _, g := range []string{"onprem-gw1", "onprem-gw2"} {
+		s.cut[plan.Pair(g, "aws-gw")] = false
+	}
+	s.run(DefaultHoldDown + time.Second)
+	m.allPlain()
+	if m.encapsulated == before {
+		t.Error("the way back encapsulated nothing: the test does not exercise the rule")
+	}
+}
+
+// A remote gateway moves lab's prefixes to the gateway the operator
+// activated only once the old active stepped down, as far as it knows.
+func TestRemoteWaitsForStepDown(t *testing.T) {
+	s := newSim(t)
+	s.run(DefaultHoldDown + time.Second)
+	flipped := map[string]bool{}
+	s.afterTick = func() {
+		for _, r := range []string{"aws-gw", "azure-gw", "gcp-gw"} {
+			if flipped[r] || s.dec[r].Active["lab"] != "onprem-gw2" {
+				continue
+			}
+			flipped[r] = true
+			if e := s.states[r].entries["onprem-gw1"]; e.Active {
+				t.Errorf("%s moved lab to onprem-gw2 while onprem-gw1 still claims it, as far as it knows", r)
+			}
+		}
+	}
+	s.named = "onprem-gw2"
+	s.run(time.Second)
+	s.wantActive("onprem-gw2")
+	if len(flipped) != 3 {
+		t.Errorf("remote gateways that moved lab: %v, want all three", flipped)
+	}
+}
+
+func TestPlainNeedsTheFarEndsWord(t *testing.T) {
+	s := newSim(t)
+	now := s.now
+	for _, tc := range []struct {
+		self, peer string
+		sends      map[string]string
+		selfActive bool
+		want       bool
+	}{
+		{"gcp-gw", "aws-gw", nil, true, true}, // says nothing: as before
+		{"gcp-gw", "aws-gw", map[string]string{"gcp-ew": "gcp-gw"}, true, true},
+		{"gcp-gw", "aws-gw", map[string]string{"gcp-ew": "azure-gw"}, true, false},
+		{"gcp-gw", "aws-gw", map[string]string{"lab": "onprem-gw1"}, true, false},
+		{"onprem-gw2", "aws-gw", map[string]string{"lab": "onprem-gw2"}, true, true},
+		{"onprem-gw2", "aws-gw", map[string]string{"lab": "onprem-gw2"}, false, false}, // a standby
+		{"onprem-gw2", "aws-gw", map[string]string{"lab": "onprem-gw1"}, true, false},  // not confirmed yet
+	} {
+		st := s.states[tc.self]
+		now = now.Add(time.Millisecond)
+		st.Receive(Hello{From: tc.peer, Entries: []Entry{{Gateway: tc.peer, Site: "aws-eu", Seq: now.UnixNano(), Reach: 3, Sends: tc.sends}}}, now)
+		if got := st.Plain(tc.peer, tc.selfActive); got != tc.want {
+			t.Errorf("%s (active %v) with %s sending %v: Plain = %v, want %v", tc.self, tc.selfActive, tc.peer, tc.sends, got, tc.want)
+		}
+	}
+}
