@@ -67,7 +67,7 @@ type Result struct {
 	SiteDownOutageMs float64 `json:"site_down_outage_ms,omitempty"`
 	// LinkChanges counts the link state changes a flap made; PathChanges
 	// the path changes the agents reported meanwhile (nil: not counted).
-	LinkChanges int  `json:"link_changes,omitempty"`
+	LinkChanges int `json:"link_changes,omitempty"`
 	// WayBackLost (link-cut) counts the probes every pair lost after the
 	// repair: the way back to the repaired link once its hold-down ends,
 	// inside the fault's window (WayBackAfter). Nil when not measured.
