@@ -11,8 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// transitAlias marks the transit device as fednet's.
-const transitAlias = "fednet:transit"
+// transitAlias marks the transit device as fednet's. Not of the form
+// AliasPrefix+network: Apply would take it for a bridged network's device
+// and delete it.
+const transitAlias = "fednet-transit"
 
 // SyncTransit brings the machine's transit device to c: it creates the
 // device (or recreates it when its local address or port differ), sets
@@ -55,8 +57,12 @@ func SyncTransit(c TransitConfig) ([]Change, error) {
 	} else if ok {
 		changes = append(changes, Change(fmt.Sprintf("ip rule add priority %d lookup %d", TransitRulePriority, TransitTable)))
 	}
+	v6 := map[netip.Addr]bool{}
+	for dst, peer := range c.Encap {
+		v6[peer] = v6[peer] || dst.Addr().Is6()
+	}
 	for _, peer := range c.Peers() {
-		if err := setTransitPeer(idx, peer); err != nil {
+		if err := setTransitPeer(idx, peer, v6[peer]); err != nil {
 			return changes, err
 		}
 	}
@@ -178,18 +184,21 @@ func ensureTransitRules() (bool, error) {
 }
 
 // setTransitPeer adds the FDB entry and the neighbor entries (the transit
-// address for IPv4, the derived link-local for IPv6) of peer on the
-// transit device of index idx.
-func setTransitPeer(idx int, peer netip.Addr) error {
+// address for IPv4, the derived link-local when v6: IPv6 prefixes go to
+// it) of peer on the transit device of index idx.
+func setTransitPeer(idx int, peer netip.Addr, v6 bool) error {
 	mac := TransitMAC(peer)
 	fdb := &netlink.Neigh{LinkIndex: idx, Family: unix.AF_BRIDGE, Flags: netlink.NTF_SELF,
 		State: netlink.NUD_NOARP | netlink.NUD_PERMANENT, HardwareAddr: mac, IP: peer.AsSlice()}
 	if err := netlink.NeighSet(fdb); err != nil {
 		return fmt.Errorf("adding the FDB entry of %s (%s) on %s: %w", peer, mac, TransitDevice, err)
 	}
-	hops := []netip.Addr{TransitLinkLocal(peer)}
+	var hops []netip.Addr
 	if peer.Is4() {
 		hops = append(hops, peer)
+	}
+	if v6 || peer.Is6() {
+		hops = append(hops, TransitLinkLocal(peer))
 	}
 	for _, hop := range hops {
 		family := unix.AF_INET

@@ -115,6 +115,14 @@ func transitPhase(t *testing.T, phase string) {
 		}
 	case "a-encap":
 		sync(map[netip.Prefix]netip.Addr{netip.MustParsePrefix("10.2.0.0/24"): netip.MustParseAddr("10.255.0.2")})
+		// Apply leaves the transit device alone (it is not a bridged
+		// network's device).
+		if c, err := d.Apply(ctx, p); err != nil || len(c) != 0 {
+			t.Errorf("applying the plan again with the transit device up = %q, %v; want no changes", c, err)
+		}
+		if _, err := netlink.LinkByName(TransitDevice); err != nil {
+			t.Errorf("%s after an Apply: %v", TransitDevice, err)
+		}
 	case "a-plain":
 		sync(nil)
 		if c, err := SyncTransit(TransitConfig{Local: self, MTU: 1420}); err != nil || len(c) != 0 {
