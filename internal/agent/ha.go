@@ -68,6 +68,9 @@ type haSource struct {
 	// where changed).
 	applied, pending *plan.Gateway
 	announce         chan struct{}
+	// moving are the prefixes sent straight to their site's gateway
+	// during a way back's lead (WayBackLead).
+	moving map[netip.Prefix]netip.Addr
 	// tx is the transit device's state (transit.go).
 	tx transitState
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/plan"
@@ -43,11 +44,22 @@ func (h *haSource) deliverMoving(u Update) Result {
 	}
 	h.mu.Lock()
 	h.pending = u.Plan
+	if h.applied != nil {
+		h.moving = h.movingLocked(*h.applied, *u.Plan)
+	}
+	moving := len(h.moving)
 	h.mu.Unlock()
 	h.syncTransit()
+	if moving > 0 {
+		// Every gateway of the paths moves at the same agreed moment;
+		// each sends the moving prefixes straight to their site's gateway
+		// before any of them applies (WayBackLead).
+		h.logf("failover: %d prefixes change paths through a relay: sending them straight to their site's gateway for %v before applying", moving, WayBackLead)
+		time.Sleep(WayBackLead)
+	}
 	res := h.deliver(u)
 	h.mu.Lock()
-	h.pending = nil
+	h.pending, h.moving = nil, nil
 	announce := false
 	if res.Err == nil {
 		h.applied = u.Plan
@@ -86,6 +98,7 @@ func (h *haSource) syncTransit() {
 		base = p
 		maps.Copy(encap, h.encapFor(*p))
 	}
+	maps.Copy(encap, h.moving)
 	h.mu.Unlock()
 	if base == nil || len(base.Tunnels) == 0 || !base.TransitAddress().IsValid() {
 		return
@@ -123,16 +136,96 @@ func (h *haSource) encapFor(p plan.Gateway) map[netip.Prefix]netip.Addr {
 			transit[peer.Gateway] = a
 		}
 	}
+	now := time.Now()
 	for _, r := range p.Routes {
 		a, ok := transit[r.Via]
 		if !ok || r.Destination.Contains(a) || r.Destination.Contains(p.TransitAddress()) {
 			continue
 		}
-		if !h.state.Plain(r.Via, h.dec.SelfActive) {
+		plain, end := h.state.PlainVia(siteOfPrefix(p, r.Destination), r.Via, h.dec.SelfActive)
+		if plain {
+			continue
+		}
+		// Straight to the gateway the traffic ends at when its tunnel
+		// answers (it takes this gateway's transit address whatever it
+		// maps), else to the next hop.
+		if e, ok := transit[end]; ok && end != r.Via && h.state.Answering(end, now) && !r.Destination.Contains(e) {
+			a = e
+		}
+		out[r.Destination] = a
+	}
+	return out
+}
+
+// WayBackLead is how long a gateway sends the prefixes whose path changes
+// through a relay (the way back to a repaired link, a relay's failure)
+// straight to their site's gateway, encapsulated, before it applies the
+// new plan. Every gateway of the path starts at the same agreed moment
+// (the link's release); the lead must cover the spread of their applies
+// (tens of milliseconds on a loaded machine), so that no end applies
+// before the other sends encapsulated. A failover moves no relayed path
+// to a gateway that answers, so it is not delayed.
+const WayBackLead = 250 * time.Millisecond
+
+// movingLocked returns the routes of next whose next hop differs from
+// applied's through a relay (either side's next hop is not of the
+// destination's site), each with the transit address of the gateway of
+// the destination's site they go to when that gateway answers. h.mu must
+// be held.
+func (h *haSource) movingLocked(applied, next plan.Gateway) map[netip.Prefix]netip.Addr {
+	out := map[netip.Prefix]netip.Addr{}
+	if h.state == nil {
+		return out
+	}
+	old := map[netip.Prefix]string{}
+	for _, r := range applied.Routes {
+		old[r.Destination] = r.Via
+	}
+	transit := map[string]netip.Addr{}
+	for _, peer := range next.Peers {
+		if a, ok := peerTransit(next, peer); ok {
+			transit[peer.Gateway] = a
+		}
+	}
+	now := time.Now()
+	for _, r := range next.Routes {
+		was, ok := old[r.Destination]
+		if !ok || was == r.Via {
+			continue
+		}
+		site := siteOfPrefix(next, r.Destination)
+		var end string
+		switch {
+		case h.state.SiteOf(r.Via) == site && h.state.SiteOf(was) == site:
+			continue // a handover between a site's gateways: no relay
+		case h.state.SiteOf(r.Via) == site:
+			end = r.Via
+		case h.state.SiteOf(was) == site:
+			end = was
+		default:
+			continue
+		}
+		if a, ok := transit[end]; ok && h.state.Answering(end, now) && !r.Destination.Contains(a) {
 			out[r.Destination] = a
 		}
 	}
 	return out
+}
+
+// siteOfPrefix returns the site whose prefixes hold p in g's federation,
+// "" for none.
+func siteOfPrefix(g plan.Gateway, p netip.Prefix) string {
+	if g.Local == nil || g.Local.Federation == nil {
+		return ""
+	}
+	for _, s := range g.Local.Federation.Sites {
+		for _, sp := range s.Prefixes {
+			if sp.Overlaps(p) {
+				return s.Name
+			}
+		}
+	}
+	return ""
 }
 
 // encapPeers is the set of peers of an encapsulation, for the log.

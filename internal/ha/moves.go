@@ -61,6 +61,44 @@ func (s *State) Plain(peer string, selfActive bool) bool {
 	return e.Sends[s.site] == s.cfg.Self
 }
 
+// PlainVia reports whether this gateway may send its site's traffic for
+// site dst plain to hop, the peer its route to dst goes through, and names
+// the gateway at dst the traffic ends at. Directly (hop is of site dst),
+// as Plain. Through a relay, the relay must take this gateway's site from
+// it (Plain), and the gateway the relay delivers dst to must take this
+// gateway's site from the relay: while the two ends of a path disagree on
+// it (one moved back to their direct link, the other not yet), the relay's
+// plain packets would be dropped at the far end. A relay or end that
+// announced nothing gets plain traffic, as before; paths of more than one
+// relay are not followed.
+func (s *State) PlainVia(dst, hop string, selfActive bool) (plain bool, end string) {
+	if s.siteOf[hop] == dst {
+		return s.Plain(hop, selfActive), hop
+	}
+	if !s.Plain(hop, selfActive) {
+		return false, s.sendsOf(hop, dst)
+	}
+	end = s.sendsOf(hop, dst)
+	e, ok := s.entries[end]
+	if end == "" || s.siteOf[end] != dst || !ok || e.Sends == nil {
+		return true, end
+	}
+	return e.Sends[s.site] == hop, end
+}
+
+// sendsOf is the gateway g's last announcement sends site to, "" when
+// unknown.
+func (s *State) sendsOf(g, site string) string { return s.entries[g].Sends[site] }
+
+// Answering reports whether gateway answers its echoes through the tunnel
+// now.
+func (s *State) Answering(gateway string, now time.Time) bool {
+	return s.answering(s.tunnel[gateway], now)
+}
+
+// SiteOf returns the site of gateway, "" for none.
+func (s *State) SiteOf(gateway string) string { return s.siteOf[gateway] }
+
 // remoteActive returns the active gateway to plan for remote site, whose
 // best live claimant is g: g, unless a gateway planned before still
 // claims the site, answers, and g's claim is younger than a detection

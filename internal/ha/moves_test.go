@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -25,6 +26,18 @@ func watchMoves(s *sim) *moves {
 	m := &moves{s: s, plans: map[string]plan.Gateway{}}
 	s.afterTick = m.tick
 	return m
+}
+
+// siteOf is the site whose prefixes hold p.
+func (m *moves) siteOf(p netip.Prefix) string {
+	for _, site := range m.s.f.Sites {
+		for _, sp := range site.Prefixes {
+			if sp.Overlaps(p) {
+				return site.Name
+			}
+		}
+	}
+	return ""
 }
 
 func (m *moves) live(g string) bool { return !m.s.dead[g] && !m.s.agentDead[g] }
@@ -54,13 +67,27 @@ func (m *moves) tick() {
 			if _, heard := s.states[a].entries[v]; !heard {
 				continue // plain, as an agent without the rule (Plain)
 			}
-			if !s.states[a].Plain(v, s.dec[a].SelfActive) {
+			dst := m.siteOf(r.Destination)
+			if plain, _ := s.states[a].PlainVia(dst, v, s.dec[a].SelfActive); !plain {
 				m.encapsulated++
 				continue
 			}
 			if got := plan.SendsTo(m.plans[v], s.f)[s.site(a)]; got != a {
 				m.violations++
 				s.t.Errorf("%v: %s sends %s plain to %s, which accepts %s from %q", s.now.Sub(time.Unix(1000, 0)), a, r.Destination, v, s.site(a), got)
+			}
+			if s.site(v) == dst {
+				continue
+			}
+			// Through the relay v: the gateway v delivers to must take a's
+			// site from v.
+			end := plan.SendsTo(m.plans[v], s.f)[dst]
+			if _, heard := s.states[a].entries[end]; !heard || !m.live(end) || s.site(end) != dst {
+				continue // not followed: more than one relay (PlainVia)
+			}
+			if got := plan.SendsTo(m.plans[end], s.f)[s.site(a)]; got != v {
+				m.violations++
+				s.t.Errorf("%v: %s sends %s plain through %s to %s, which accepts %s from %q", s.now.Sub(time.Unix(1000, 0)), a, r.Destination, v, end, s.site(a), got)
 			}
 		}
 	}
@@ -120,6 +147,17 @@ func TestMovesNeverSendPlainWhatIsDropped(t *testing.T) {
 	m.allPlain()
 	if m.encapsulated == before {
 		t.Error("the way back encapsulated nothing: the test does not exercise the rule")
+	}
+	// aws-eu <-> azure-we, over which aws-gw relays gcp-ew <-> azure-we:
+	// relayed paths move both ways.
+	before = m.encapsulated
+	s.cut[plan.Pair("aws-gw", "azure-gw")] = true
+	s.run(time.Second)
+	s.cut[plan.Pair("aws-gw", "azure-gw")] = false
+	s.run(DefaultHoldDown + time.Second)
+	m.allPlain()
+	if m.encapsulated == before {
+		t.Error("the relayed way back encapsulated nothing: the test does not exercise the rule")
 	}
 }
 
