@@ -130,12 +130,7 @@ func (h *haSource) encapFor(p plan.Gateway) map[netip.Prefix]netip.Addr {
 	if h.state == nil {
 		return out
 	}
-	transit := map[string]netip.Addr{}
-	for _, peer := range p.Peers {
-		if a, ok := peerTransit(p, peer); ok {
-			transit[peer.Gateway] = a
-		}
-	}
+	transit := peerTransits(p)
 	now := time.Now()
 	for _, r := range p.Routes {
 		a, ok := transit[r.Via]
@@ -181,12 +176,7 @@ func (h *haSource) movingLocked(applied, next plan.Gateway) map[netip.Prefix]net
 	for _, r := range applied.Routes {
 		old[r.Destination] = r.Via
 	}
-	transit := map[string]netip.Addr{}
-	for _, peer := range next.Peers {
-		if a, ok := peerTransit(next, peer); ok {
-			transit[peer.Gateway] = a
-		}
-	}
+	transit := peerTransits(next)
 	now := time.Now()
 	for _, r := range next.Routes {
 		was, ok := old[r.Destination]
@@ -207,6 +197,17 @@ func (h *haSource) movingLocked(applied, next plan.Gateway) map[netip.Prefix]net
 		}
 		if a, ok := transit[end]; ok && h.state.Answering(end, now) && !r.Destination.Contains(a) {
 			out[r.Destination] = a
+		}
+	}
+	return out
+}
+
+// peerTransits returns the transit address of each peer of g, by name.
+func peerTransits(g plan.Gateway) map[string]netip.Addr {
+	out := map[string]netip.Addr{}
+	for _, peer := range g.Peers {
+		if a, ok := peerTransit(g, peer); ok {
+			out[peer.Gateway] = a
 		}
 	}
 	return out
