@@ -362,7 +362,7 @@ func (h *haSource) monitor(ctx context.Context) {
 		// gateway moves the site away from it only on that word.
 		h.syncTransit()
 		for _, e := range events {
-			h.logf("failover: %s", e)
+			h.logf("failover: %s (at %s)", e, now.Format("15:04:05.000"))
 			if strings.HasPrefix(e, "active (epoch") {
 				h.metrics.Failover()
 			}

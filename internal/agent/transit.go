@@ -71,6 +71,7 @@ func (h *haSource) deliverMoving(u Update) Result {
 	}
 	h.mu.Unlock()
 	if announce {
+		h.logf("failover: applied; this gateway now sends %s (at %s)", describeSends(u.Plan), time.Now().Format("15:04:05.000"))
 		select {
 		case h.announce <- struct{}{}:
 		default:
@@ -117,7 +118,7 @@ func (h *haSource) syncTransit() {
 	}
 	h.tx.failed = ""
 	if !h.tx.set || !maps.Equal(encapPeers(encap), encapPeers(h.tx.in)) {
-		h.logf("failover: %s", describeEncap(encap))
+		h.logf("failover: %s (at %s)", describeEncap(encap), time.Now().Format("15:04:05.000"))
 	}
 	h.tx.in, h.tx.set = encap, true
 }
@@ -253,4 +254,14 @@ func describeEncap(m map[netip.Prefix]netip.Addr) string {
 		parts = append(parts, fmt.Sprintf("%s to %s", strings.Join(by[a], " "), a))
 	}
 	return "encapsulating (" + dataplane.TransitDevice + ") " + strings.Join(parts, ", ") + " until the far end accepts this gateway's site"
+}
+
+// describeSends says where p sends each remote site, for the log.
+func describeSends(p *plan.Gateway) string {
+	m := plan.SendsTo(*p, p.Local.Federation)
+	var parts []string
+	for _, site := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, site+" to "+m[site])
+	}
+	return strings.Join(parts, ", ")
 }
