@@ -166,8 +166,8 @@ const WayBackLead = 250 * time.Millisecond
 // movingLocked returns the routes of next whose next hop differs from
 // applied's through a relay (either side's next hop is not of the
 // destination's site), each with the transit address of the gateway of
-// the destination's site they go to when that gateway answers. h.mu must
-// be held.
+// the destination's site they go to (the direct next hop, or the site's
+// gateway) when that gateway answers. h.mu must be held.
 func (h *haSource) movingLocked(applied, next plan.Gateway) map[netip.Prefix]netip.Addr {
 	out := map[netip.Prefix]netip.Addr{}
 	if h.state == nil {
@@ -194,7 +194,8 @@ func (h *haSource) movingLocked(applied, next plan.Gateway) map[netip.Prefix]net
 		case h.state.SiteOf(was) == site:
 			end = was
 		default:
-			continue
+			// From one relay to another: straight to the site's gateway.
+			end = h.state.SiteGateway(site)
 		}
 		if a, ok := transit[end]; ok && h.state.Answering(end, now) && !r.Destination.Contains(a) {
 			out[r.Destination] = a

@@ -96,6 +96,20 @@ func (s *State) Answering(gateway string, now time.Time) bool {
 	return s.answering(s.tunnel[gateway], now)
 }
 
+// SiteGateway returns the gateway of remote site that this gateway plans
+// to carry it: its only gateway, or the active one as last decided (the
+// first in spec order before any decision).
+func (s *State) SiteGateway(site string) string {
+	gws := s.sites[site]
+	if len(gws) == 0 {
+		return ""
+	}
+	if rc, ok := s.remote[site]; ok && rc.active != "" {
+		return rc.active
+	}
+	return gws[0]
+}
+
 // SiteOf returns the site of gateway, "" for none.
 func (s *State) SiteOf(gateway string) string { return s.siteOf[gateway] }
 
