@@ -71,6 +71,8 @@ type haSource struct {
 	// moving are the prefixes sent straight to their site's gateway
 	// during a way back's lead (WayBackLead).
 	moving map[netip.Prefix]netip.Addr
+	// holds: the applied plan makes this gateway its site's active one.
+	holds bool
 	// tx is the transit device's state (transit.go).
 	tx transitState
 }

@@ -65,13 +65,17 @@ func (h *haSource) deliverMoving(u Update) Result {
 		h.applied = u.Plan
 		if h.state != nil && u.Plan.Local != nil && u.Plan.Local.Federation != nil {
 			sends := plan.SendsTo(*u.Plan, u.Plan.Local.Federation)
-			announce = !maps.Equal(sends, h.state.Sends())
+			announce = !maps.Equal(sends, h.state.Sends()) || u.Plan.LAN.Active != h.holds
 			h.state.SetSends(sends)
+			// Holding the site (the virtual address, the bridges) lets
+			// the old active step down.
+			h.holds = u.Plan.LAN.Active
+			h.state.SetHolds(h.holds)
 		}
 	}
 	h.mu.Unlock()
 	if announce {
-		h.logf("failover: applied; this gateway now sends %s (at %s)", describeSends(u.Plan), time.Now().Format("15:04:05.000"))
+		h.logf("failover: applied (active %v); this gateway now sends %s (at %s)", u.Plan.LAN.Active, describeSends(u.Plan), time.Now().Format("15:04:05.000"))
 		select {
 		case h.announce <- struct{}{}:
 		default:

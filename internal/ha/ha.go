@@ -103,6 +103,10 @@ type Entry struct {
 	// accepts them from. A gateway sends its site's traffic plain to a
 	// peer only while the peer's Sends names it (see Plain).
 	Sends map[string]string `json:"m,omitempty"`
+	// Holds says the gateway's applied plan makes it its site's active
+	// gateway (it holds the virtual address): an active gateway steps
+	// down for a better claim only once the claimant holds (see yieldTo).
+	Holds bool `json:"h,omitempty"`
 }
 
 // Hello is what an agent sends its peers and its site's gateways.
@@ -187,6 +191,13 @@ type State struct {
 	// sites' active gateways as last decided (see remoteActive).
 	sends  map[string]string
 	remote map[string]remoteClaim
+	// holds is this gateway's Entry.Holds (SetHolds); better the best
+	// claim over this active gateway's, since when (yieldTo).
+	holds  bool
+	better struct {
+		gateway string
+		since   time.Time
+	}
 }
 
 // RoleChange is a change of this gateway's role that the election made.
@@ -621,7 +632,7 @@ func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
 	other, otherEpoch, claimed := s.claimant(s.site, now)
 	reachOK := myReach > 0 || remoteSites == 0
 	if s.active {
-		if claimed && better(otherEpoch, other, s.epoch, s.cfg.Self) {
+		if claimed && better(otherEpoch, other, s.epoch, s.cfg.Self) && s.yieldTo(other, now) {
 			s.active = false
 			why := fmt.Sprintf("%s claims the site with epoch %d (mine %d)", other, otherEpoch, s.epoch)
 			s.changed(RoleChange{At: now, Other: other, Cause: why}, "standby: "+why)
@@ -703,7 +714,7 @@ func (s *State) Hello(now time.Time, d Decision) Hello {
 	if s.starting(now) {
 		reach = -1
 	}
-	own := Entry{Gateway: s.cfg.Self, Site: s.site, Seq: now.UnixNano(), Active: d.SelfActive, Epoch: s.epoch, Reach: reach, Sends: s.sends}
+	own := Entry{Gateway: s.cfg.Self, Site: s.site, Seq: now.UnixNano(), Active: d.SelfActive, Epoch: s.epoch, Reach: reach, Sends: s.sends, Holds: s.holds}
 	if d.SelfActive {
 		for p, t := range s.links {
 			if t.heldDown {

@@ -40,6 +40,9 @@ type sim struct {
 	events []string
 	// afterTick, when set, runs after every tick (the agents' applies).
 	afterTick func()
+	// slow gateways have not applied their decision yet (they hold
+	// nothing new).
+	slow map[string]bool
 }
 
 func newSim(t *testing.T) *sim {
@@ -121,6 +124,11 @@ func (s *sim) run(d time.Duration) {
 				continue
 			}
 			s.dec[a] = s.states[a].Tick(s.now, s.named)
+			// The agents apply at once: a gateway active by its decision
+			// holds the site.
+			if !s.slow[a] {
+				s.states[a].SetHolds(s.dec[a].SelfActive)
+			}
 			delete(s.deaf, a)
 			for _, e := range s.states[a].Events() {
 				s.t.Logf("%v %s: %s", s.now.Sub(time.Unix(1000, 0)), a, e)

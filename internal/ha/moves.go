@@ -113,6 +113,26 @@ func (s *State) SiteGateway(site string) string {
 // SiteOf returns the site of gateway, "" for none.
 func (s *State) SiteOf(gateway string) string { return s.siteOf[gateway] }
 
+// SetHolds records whether the plan this gateway applied makes it its
+// site's active gateway; its hellos carry it (Entry.Holds).
+func (s *State) SetHolds(holds bool) { s.holds = holds }
+
+// yieldTo reports whether this active gateway steps down for the better
+// claim of other now: once other's entry says it holds the site (it
+// applied its plan as active: the virtual address and the bridges moved),
+// or other's claim has stood for a detection time. Until then it stays
+// active, so the site is never without a gateway that holds it while the
+// new one applies.
+func (s *State) yieldTo(other string, now time.Time) bool {
+	if s.better.gateway != other {
+		s.better.gateway, s.better.since = other, now
+	}
+	if e, ok := s.entries[other]; ok && e.Holds {
+		return true
+	}
+	return now.Sub(s.better.since) >= s.detect()
+}
+
 // remoteActive returns the active gateway to plan for remote site, whose
 // best live claimant is g: g, unless a gateway planned before still
 // claims the site, answers, and g's claim is younger than a detection

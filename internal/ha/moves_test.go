@@ -211,3 +211,34 @@ func TestPlainNeedsTheFarEndsWord(t *testing.T) {
 		}
 	}
 }
+
+// The active gateway steps down for the operator's choice only once that
+// gateway holds the site (it applied its plan as active), or after a
+// detection time when it never says so.
+func TestActiveStepsDownOnceTheNewOneHolds(t *testing.T) {
+	s := newSim(t)
+	s.run(DefaultHoldDown + time.Second)
+	s.slow = map[string]bool{"onprem-gw2": true} // its apply takes long
+	s.named = "onprem-gw2"
+	s.run(200 * time.Millisecond)
+	if !s.dec["onprem-gw2"].SelfActive {
+		t.Fatal("onprem-gw2 did not claim the site")
+	}
+	if !s.dec["onprem-gw1"].SelfActive {
+		t.Error("onprem-gw1 stepped down before onprem-gw2 holds the site")
+	}
+	for _, r := range []string{"aws-gw", "azure-gw", "gcp-gw"} {
+		if got := s.dec[r].Active["lab"]; got != "onprem-gw1" {
+			t.Errorf("%s moved lab to %q before onprem-gw1 stepped down", r, got)
+		}
+	}
+	s.slow = nil
+	s.run(300 * time.Millisecond)
+	s.wantActive("onprem-gw2")
+
+	// Never holding: the old active yields after a detection time.
+	s.slow = map[string]bool{"onprem-gw1": true}
+	s.named = "onprem-gw1"
+	s.run(DefaultHoldDown)
+	s.wantActive("onprem-gw1")
+}
