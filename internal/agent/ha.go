@@ -71,8 +71,10 @@ type haSource struct {
 	// moving are the prefixes sent straight to their site's gateway
 	// during a way back's lead (WayBackLead).
 	moving map[netip.Prefix]netip.Addr
-	// holds: the applied plan makes this gateway its site's active one.
-	holds bool
+	// holds: the applied plan makes this gateway its site's active one;
+	// appliedDown the links the decision held down when it was applied.
+	holds       bool
+	appliedDown map[plan.SitePair]bool
 	// tx is the transit device's state (transit.go).
 	tx transitState
 }

@@ -48,18 +48,29 @@ func (h *haSource) deliverMoving(u Update) Result {
 		h.moving = h.movingLocked(*h.applied, *u.Plan)
 	}
 	moving := len(h.moving)
+	// A link let up again (its hold-down ended): every gateway acts at the
+	// same agreed moment and waits the lead, so that all of them apply
+	// together and each end sends straight (encapsulated) before any
+	// applies. A failover does not wait.
+	released := ""
+	for p := range h.appliedDown {
+		if !h.dec.LinksDown[p] && h.applied != nil && !plan.Equal(*h.applied, *u.Plan) {
+			released = p.A + "<->" + p.B
+		}
+	}
+	down := maps.Clone(h.dec.LinksDown)
 	h.mu.Unlock()
 	h.syncTransit()
-	if moving > 0 {
-		// Every gateway of the paths moves at the same agreed moment;
-		// each sends the moving prefixes straight to their site's gateway
-		// before any of them applies (WayBackLead).
-		h.logf("failover: %d prefixes change paths through a relay: sending them straight to their site's gateway for %v before applying", moving, WayBackLead)
+	if released != "" {
+		h.logf("failover: link %s back: %d prefixes sent straight to their site's gateway for %v, then the plan applies (at %s)", released, moving, WayBackLead, time.Now().Format("15:04:05.000"))
 		time.Sleep(WayBackLead)
 	}
 	res := h.deliver(u)
 	h.mu.Lock()
 	h.pending, h.moving = nil, nil
+	if res.Err == nil {
+		h.appliedDown = down
+	}
 	announce := false
 	if res.Err == nil {
 		h.applied = u.Plan
@@ -157,14 +168,15 @@ func (h *haSource) encapFor(p plan.Gateway) map[netip.Prefix]netip.Addr {
 	return out
 }
 
-// WayBackLead is how long a gateway sends the prefixes whose path changes
-// through a relay (the way back to a repaired link, a relay's failure)
-// straight to their site's gateway, encapsulated, before it applies the
-// new plan. Every gateway of the path starts at the same agreed moment
-// (the link's release); the lead must cover the spread of their applies
-// (tens of milliseconds on a loaded machine), so that no end applies
-// before the other sends encapsulated. A failover moves no relayed path
-// to a gateway that answers, so it is not delayed.
+// WayBackLead is how long every gateway waits, when a link it held down
+// is let up (the way back to a repaired link), before it applies the new
+// plan, sending meanwhile the prefixes whose path changes through a relay
+// straight to their site's gateway, encapsulated. Every gateway starts
+// at the same agreed moment (the link's release); the lead must cover the
+// spread of their starts and applies (tens of milliseconds on a loaded
+// machine), so that no end applies before the other sends encapsulated,
+// and all apply together (the bridged ports too). A failover does not
+// wait: it moves paths away from what does not answer.
 const WayBackLead = 250 * time.Millisecond
 
 // movingLocked returns the routes of next whose next hop differs from
