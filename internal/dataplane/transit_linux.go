@@ -44,13 +44,21 @@ func SyncTransit(c TransitConfig) ([]Change, error) {
 		changes = append(changes, Change(fmt.Sprintf("ip link set %s mtu %d", TransitDevice, c.MTU)))
 	}
 	if link.Attrs().Flags&net.FlagUp == 0 {
-		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+TransitDevice+"/rp_filter", []byte("2"), 0o644); err != nil {
-			return changes, fmt.Errorf("setting loose reverse-path filtering on %s: %w", TransitDevice, err)
+		// Loose reverse-path filtering, and forwarding of what it
+		// unwraps: a device made before the plan turned forwarding on
+		// (the first sync precedes the first apply) would not inherit it.
+		for _, c := range []struct{ path, value string }{
+			{"/proc/sys/net/ipv4/conf/" + TransitDevice + "/rp_filter", "2"},
+			{"/proc/sys/net/ipv4/conf/" + TransitDevice + "/forwarding", "1"},
+		} {
+			if err := os.WriteFile(c.path, []byte(c.value), 0o644); err != nil {
+				return changes, fmt.Errorf("setting %s on %s: %w", c.path, TransitDevice, err)
+			}
 		}
 		if err := netlink.LinkSetUp(link); err != nil {
 			return changes, fmt.Errorf("bringing %s up: %w", TransitDevice, err)
 		}
-		changes = append(changes, Change(fmt.Sprintf("ip link set %s up (rp_filter loose)", TransitDevice)))
+		changes = append(changes, Change(fmt.Sprintf("ip link set %s up (rp_filter loose, forwarding on)", TransitDevice)))
 	}
 	if ok, err := ensureTransitRules(); err != nil {
 		return changes, err
