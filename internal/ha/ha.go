@@ -34,8 +34,8 @@
 //     another site down when none of that site's gateways that answered
 //     before answers now; a remote gateway that does not answer while
 //     another of its site does is down (its site's next gateway carries
-//     the site), but never the last one of its site that answers. Both
-//     stay down until they have answered for HoldDown (no
+//     the site), but the site's claimant only while another carries the
+//     site (never the last one that answers). Both stay down until they have answered for HoldDown (no
 //     flapping). Link state is flooded in hellos, so every gateway plans
 //     with the same failures, including those on paths it only relays;
 //     a held link that answers again carries the moment its holder lets
@@ -466,6 +466,19 @@ func (s *State) claimant(site string, now time.Time) (string, uint64, bool) {
 	return best, epoch, found
 }
 
+// bestClaim returns the gateway of site whose last entry makes the best
+// claim, live or not ("" when none claims).
+func (s *State) bestClaim(site string) string {
+	var best string
+	var epoch uint64
+	for _, g := range s.sites[site] {
+		if e, ok := s.entries[g]; ok && e.Active && (best == "" || better(e.Epoch, g, epoch, best)) {
+			best, epoch = g, e.Epoch
+		}
+	}
+	return best
+}
+
 // maxEpoch is the highest epoch known at this gateway's site.
 func (s *State) maxEpoch() uint64 {
 	m := s.epoch
@@ -531,9 +544,14 @@ func (s *State) Tick(now time.Time, named string) Decision {
 				anyAlive = true
 			}
 		}
-		// A gateway is held down while another of its site carries the
-		// site (answers, not held down itself); the last one standing is
-		// not held: holding it would leave the site with none.
+		// A gateway is held down while another of its site answers. The
+		// site's claimant (the gateway whose claim is best, answering or
+		// not) is held only while another of its site carries the site
+		// (answers, not held down itself): a claimant that was held after
+		// a moment of silence as a standby carries its site at once when
+		// its sibling fails, and holding it would leave the site with
+		// none.
+		best := s.bestClaim(site)
 		othersCarry := func(g string) bool {
 			for _, o := range gws {
 				if t := s.tunnel[o]; o != g && s.answering(t, now) && !t.heldDown {
@@ -547,7 +565,11 @@ func (s *State) Tick(now time.Time, named string) Decision {
 			if t == nil || !t.answered {
 				continue
 			}
-			if s.hold(t, now, othersCarry(g), "gateway "+g) {
+			judge := anyAlive && len(gws) > 1
+			if g == best {
+				judge = othersCarry(g)
+			}
+			if s.hold(t, now, judge, "gateway "+g) {
 				d.Down[g] = true
 				if d.Active[site] == g {
 					delete(d.Active, site)

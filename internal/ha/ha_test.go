@@ -615,3 +615,40 @@ func TestHeldGatewayCarriesItsSiteAlone(t *testing.T) {
 		}
 	}
 }
+
+// After a failover, the repaired gateway is a standby the remote gateways
+// hold down. When the new active's tunnel to one of them goes silent for a
+// moment, that remote gateway neither lets the held standby up nor sends
+// the site's prefix to it (a standby does not serve the site's hosts).
+func TestActiveSilenceDoesNotFreeHeldStandby(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.dead["onprem-gw1"] = true
+	s.run(500 * time.Millisecond)
+	s.wantActive("onprem-gw2")
+	s.dead["onprem-gw1"] = false
+	s.start("onprem-gw1", false)
+	s.run(2 * time.Second)
+	if !s.states["gcp-gw"].tunnel["onprem-gw1"].heldDown {
+		t.Fatal("gcp-gw does not hold the repaired onprem-gw1 down")
+	}
+	s.cut[plan.Pair("gcp-gw", "onprem-gw2")] = true
+	for range 8 {
+		s.run(DefaultInterval)
+		if got := s.activeAt("gcp-gw"); got == "onprem-gw1" {
+			t.Fatalf("gcp-gw sends lab's prefix to the held standby onprem-gw1 while onprem-gw2 is silent")
+		}
+	}
+	// Back: gcp-gw goes through a relay while the active holds their link
+	// down (its hold-down), never to onprem-gw1.
+	s.cut[plan.Pair("gcp-gw", "onprem-gw2")] = false
+	s.run(300 * time.Millisecond)
+	for _, g := range []string{"aws-gw", "azure-gw", "gcp-gw"} {
+		if got := s.activeAt(g); got == "onprem-gw1" || g != "gcp-gw" && got != "onprem-gw2" {
+			t.Errorf("%s sends lab's prefix to %q, want onprem-gw2 (or a relay, from gcp-gw)", g, got)
+		}
+	}
+	if !s.states["gcp-gw"].tunnel["onprem-gw1"].heldDown {
+		t.Error("gcp-gw let the held onprem-gw1 up before its hold-down")
+	}
+}
