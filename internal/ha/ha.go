@@ -12,7 +12,13 @@
 //
 //   - liveness: a target (a peer gateway through the tunnel, a gateway of
 //     the own site on the LAN) is alive while it answered an echo within
-//     Interval × Multiplier; one that never answered is not judged;
+//     its detection time; one that never answered is not judged. The
+//     detection time adapts to the target, like BFD's: Interval ×
+//     Multiplier on a quiet machine, twice the longest silence the target
+//     (or this agent's own ticks) showed in the last AdaptWindow when that
+//     is longer, never more than MaxDetect. So a loaded machine, whose
+//     userspace data plane answers late, is given time, while a failure on
+//     a quiet one is seen in Interval × Multiplier;
 //   - election (a site with two or more gateways): the active gateway is
 //     the live claimant with the highest epoch, then the lowest name. A
 //     standby takes over (claiming the highest epoch it knows plus one)
@@ -28,7 +34,8 @@
 //     another site down when none of that site's gateways that answered
 //     before answers now; a remote gateway that does not answer while
 //     another of its site does is down (its site's next gateway carries
-//     the site). Both stay down until they have answered for HoldDown (no
+//     the site), but the site's claimant only while another carries the
+//     site (never the last one that answers). Both stay down until they have answered for HoldDown (no
 //     flapping). Link state is flooded in hellos, so every gateway plans
 //     with the same failures, including those on paths it only relays;
 //     a held link that answers again carries the moment its holder lets
@@ -55,6 +62,10 @@ const (
 	DefaultInterval   = 50 * time.Millisecond
 	DefaultMultiplier = 6
 	DefaultHoldDown   = 10 * time.Second
+	DefaultMaxDetect  = time.Second
+	// AdaptWindow is how long a long silence lengthens its target's
+	// detection time after it was last seen.
+	AdaptWindow = 30 * time.Second
 	// Port is the UDP port of hellos, on transit and LAN addresses.
 	Port = 51823
 )
@@ -71,6 +82,9 @@ type Config struct {
 	// HoldDown is how long a link or gateway must answer again before it
 	// carries traffic again (default 10 s).
 	HoldDown time.Duration
+	// MaxDetect bounds the adaptive detection time (default 1 s; never
+	// below Interval × Multiplier).
+	MaxDetect time.Duration
 	// HoldsVirtual is true when this machine holds its site's virtual
 	// address at start: an agent that restarts on the active gateway
 	// stays active (its data plane never stopped).
@@ -166,6 +180,34 @@ type target struct {
 	heldDown   bool      // judged dead and not yet held up for HoldDown
 	isolated   bool      // a link held while a site at its end had no other
 	downReason string
+	// slow is the longest silence between two answers seen lately, at
+	// slowAt: the detection time adapts to it (see detectFor).
+	slow   time.Duration
+	slowAt time.Time
+}
+
+// noteGap records a silence of gap ending at at, when it is longer than
+// two intervals: it lengthens the target's detection time for
+// AdaptWindow, and a silence at least half as long keeps it lengthened.
+func (t *target) noteGap(gap, interval time.Duration, at time.Time) {
+	if gap <= 2*interval {
+		return
+	}
+	switch {
+	case gap >= t.slow || at.Sub(t.slowAt) > AdaptWindow:
+		t.slow, t.slowAt = gap, at
+	case gap >= t.slow/2:
+		t.slowAt = at
+	}
+}
+
+// recentSlow returns t's recent longest silence at now (zero once it is older
+// than AdaptWindow).
+func (t *target) recentSlow(now time.Time) time.Duration {
+	if t == nil || now.Sub(t.slowAt) > AdaptWindow {
+		return 0
+	}
+	return t.slow
 }
 
 // State is one gateway's view. Not safe for concurrent use.
@@ -187,6 +229,9 @@ type State struct {
 	// lastTick is when Tick last ran; graceUntil ends a pause in the
 	// judging after this agent was starved (see Tick).
 	lastTick, graceUntil time.Time
+	// ticks records the lateness of this agent's own ticks (a busy CPU
+	// delays the data plane as much): it lengthens every detection time.
+	ticks target
 	// sends is this gateway's Entry.Sends (SetSends); remote the remote
 	// sites' active gateways as last decided (see remoteActive).
 	sends  map[string]string
@@ -240,6 +285,12 @@ func New(cfg Config, now time.Time) (*State, error) {
 	if cfg.HoldDown <= 0 {
 		cfg.HoldDown = DefaultHoldDown
 	}
+	if cfg.MaxDetect <= 0 {
+		cfg.MaxDetect = DefaultMaxDetect
+	}
+	if base := cfg.Interval * time.Duration(cfg.Multiplier); cfg.MaxDetect < base {
+		cfg.MaxDetect = base
+	}
 	s := &State{cfg: cfg, sites: map[string][]string{}, siteOf: map[string]string{}, start: now,
 		tunnel: map[string]*target{}, lan: map[string]*target{}, entries: map[string]Entry{}, fresh: map[string]time.Time{},
 		links: map[plan.SitePair]*target{}}
@@ -272,8 +323,16 @@ func (s *State) Siblings() []string {
 	return out
 }
 
-// detect is how long a target may stay silent.
+// detect is how long a target may stay silent on a quiet machine.
 func (s *State) detect() time.Duration { return s.cfg.Interval * time.Duration(s.cfg.Multiplier) }
+
+// detectFor is how long t may stay silent at now: detect, or twice the
+// longest silence t or this agent's ticks showed within AdaptWindow when
+// that is longer, at most MaxDetect.
+func (s *State) detectFor(t *target, now time.Time) time.Duration {
+	d := 2 * max(t.recentSlow(now), s.ticks.recentSlow(now))
+	return min(max(d, s.detect()), s.cfg.MaxDetect)
+}
 
 // starting is true during the first moments, while the state does not
 // know enough to elect.
@@ -291,7 +350,12 @@ func (s *State) Answered(gateway string, lan bool, at time.Time) {
 		t = &target{}
 		m[gateway] = t
 	}
-	if !t.answered || at.Sub(t.last) > s.detect() {
+	if t.answered {
+		if gap := at.Sub(t.last); gap <= s.cfg.MaxDetect {
+			t.noteGap(gap, s.cfg.Interval, at)
+		}
+	}
+	if !t.answered || at.Sub(t.last) > s.detectFor(t, at) {
 		t.upSince = at
 	}
 	t.answered, t.last = true, at
@@ -301,12 +365,12 @@ func (s *State) Answered(gateway string, lan bool, at time.Time) {
 // never answered is alive (not judged), and so is every target during a
 // grace after this agent was starved.
 func (s *State) alive(t *target, now time.Time) bool {
-	return t == nil || !t.answered || s.silentFor(t, now) <= s.detect()
+	return t == nil || !t.answered || s.silentFor(t, now) <= s.detectFor(t, now)
 }
 
 // answering is alive with at least one answer.
 func (s *State) answering(t *target, now time.Time) bool {
-	return t != nil && t.answered && s.silentFor(t, now) <= s.detect()
+	return t != nil && t.answered && s.silentFor(t, now) <= s.detectFor(t, now)
 }
 
 // silentFor is how long t has been silent as far as it can be judged:
@@ -323,6 +387,11 @@ func (s *State) silentFor(t *target, now time.Time) time.Duration {
 // silence it would see is its own. It then judges no target dead for a
 // detection time, while echoes and answers flow again.
 func (s *State) starved(now time.Time) {
+	if !s.lastTick.IsZero() {
+		if gap := now.Sub(s.lastTick); gap <= s.cfg.MaxDetect {
+			s.ticks.noteGap(gap, s.cfg.Interval, now)
+		}
+	}
 	if !s.lastTick.IsZero() && now.Sub(s.lastTick) > s.detect()/2 {
 		s.graceUntil = now.Add(s.detect())
 		s.events = append(s.events, fmt.Sprintf("this agent did not run for %v (a busy CPU?): judging no gateway dead for %v", now.Sub(s.lastTick).Round(time.Millisecond), s.detect()))
@@ -417,6 +486,19 @@ func (s *State) claimant(site string, now time.Time) (string, uint64, bool) {
 	return best, epoch, found
 }
 
+// bestClaim returns the gateway of site whose last entry makes the best
+// claim, live or not ("" when none claims).
+func (s *State) bestClaim(site string) string {
+	var best string
+	var epoch uint64
+	for _, g := range s.sites[site] {
+		if e, ok := s.entries[g]; ok && e.Active && (best == "" || better(e.Epoch, g, epoch, best)) {
+			best, epoch = g, e.Epoch
+		}
+	}
+	return best
+}
+
 // maxEpoch is the highest epoch known at this gateway's site.
 func (s *State) maxEpoch() uint64 {
 	m := s.epoch
@@ -482,12 +564,32 @@ func (s *State) Tick(now time.Time, named string) Decision {
 				anyAlive = true
 			}
 		}
+		// A gateway is held down while another of its site answers. The
+		// site's claimant (the gateway whose claim is best, answering or
+		// not) is held only while another of its site carries the site
+		// (answers, not held down itself): a claimant that was held after
+		// a moment of silence as a standby carries its site at once when
+		// its sibling fails, and holding it would leave the site with
+		// none.
+		best := s.bestClaim(site)
+		othersCarry := func(g string) bool {
+			for _, o := range gws {
+				if t := s.tunnel[o]; o != g && s.answering(t, now) && !t.heldDown {
+					return true
+				}
+			}
+			return false
+		}
 		for _, g := range gws {
 			t := s.tunnel[g]
 			if t == nil || !t.answered {
 				continue
 			}
-			if s.hold(t, now, anyAlive && len(gws) > 1, "gateway "+g) {
+			judge := anyAlive && len(gws) > 1
+			if g == best {
+				judge = othersCarry(g)
+			}
+			if s.hold(t, now, judge, "gateway "+g) {
 				d.Down[g] = true
 				if d.Active[site] == g {
 					delete(d.Active, site)
@@ -501,12 +603,16 @@ func (s *State) Tick(now time.Time, named string) Decision {
 			lt = &target{}
 			s.links[p] = lt
 		}
-		// The link answers when any of the site's gateways does.
+		// The link answers when any of the site's gateways does; it is
+		// given the time of its slowest gateway.
 		for _, g := range gws {
 			if t := s.tunnel[g]; t != nil && t.answered {
 				lt.answered = true
 				if t.last.After(lt.last) {
 					lt.last = t.last
+				}
+				if slow := t.recentSlow(now); slow > lt.recentSlow(now) {
+					lt.slow, lt.slowAt = slow, t.slowAt
 				}
 			}
 		}
@@ -541,7 +647,7 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		// link up breaks the isolation the others would see.
 		t.isolated = t.isolated || s.isolated(p.A, d.LinksDown) || s.isolated(p.B, d.LinksDown)
 		// Back only on an answer: a grace after starving is none.
-		if now.Sub(t.last) > s.detect() {
+		if now.Sub(t.last) > s.detectFor(t, now) {
 			continue
 		}
 		if t.isolated {
@@ -552,6 +658,17 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		}
 	}
 	return d
+}
+
+// heldLinks returns the own site's links this gateway holds down.
+func (s *State) heldLinks() map[plan.SitePair]bool {
+	out := map[plan.SitePair]bool{}
+	for p, t := range s.links {
+		if t.heldDown {
+			out[p] = true
+		}
+	}
+	return out
 }
 
 // isolated reports whether every enabled link of site is down.
@@ -567,7 +684,7 @@ func (s *State) isolated(site string, down map[plan.SitePair]bool) bool {
 // releaseAt is when a held target that answers again is let up (zero
 // while it does not answer).
 func (s *State) releaseAt(t *target, now time.Time) time.Time {
-	if !t.heldDown || t.upSince.IsZero() || s.silentFor(t, now) > s.detect() {
+	if !t.heldDown || t.upSince.IsZero() || s.silentFor(t, now) > s.detectFor(t, now) {
 		return time.Time{}
 	}
 	return t.upSince.Add(s.cfg.HoldDown)
@@ -605,7 +722,7 @@ func (s *State) hold(t *target, now time.Time, cond bool, what string) bool {
 	if !t.answered {
 		return false
 	}
-	dead := s.silentFor(t, now) > s.detect()
+	dead := s.silentFor(t, now) > s.detectFor(t, now)
 	if dead {
 		t.upSince = time.Time{}
 	}
@@ -619,7 +736,7 @@ func (s *State) hold(t *target, now time.Time, cond bool, what string) bool {
 	switch {
 	case dead && !t.heldDown:
 		t.heldDown = true
-		s.events = append(s.events, fmt.Sprintf("%s down: no answer for %v", what, now.Sub(t.last).Round(time.Millisecond)))
+		s.events = append(s.events, fmt.Sprintf("%s down: no answer for %v (detection time %v)", what, now.Sub(t.last).Round(time.Millisecond), s.detectFor(t, now).Round(time.Millisecond)))
 	case !dead && t.heldDown && !t.upSince.IsZero() && now.Sub(t.upSince) >= s.cfg.HoldDown:
 		t.heldDown = false
 		s.events = append(s.events, fmt.Sprintf("%s up again: answering for %v (hold-down)", what, s.cfg.HoldDown))
@@ -686,6 +803,15 @@ func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
 		before = ""
 	}
 	s.changed(RoleChange{At: now, Active: true, Other: before, Cause: why}, fmt.Sprintf("active (epoch %d): %s", s.epoch, why))
+	// A standby's held links were never in force; taking over, it holds
+	// down only those that do not answer now (a standby whose data plane
+	// was slow a moment ago must not move the paths of the whole site).
+	for _, p := range sortedPairs(s.heldLinks()) {
+		if t := s.links[p]; s.answering(t, now) {
+			t.heldDown = false
+			s.events = append(s.events, fmt.Sprintf("link %s<->%s not held down: it answers as this gateway takes over", p.A, p.B))
+		}
+	}
 }
 
 // operatorMove reports whether this gateway, the one the operator named,

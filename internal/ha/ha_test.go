@@ -542,3 +542,126 @@ func TestStarvedAgentJudgesNothing(t *testing.T) {
 		})
 	}
 }
+
+// stalls silences gateway's tunnels (a userspace data plane starved of
+// CPU: its LAN still answers) for stall, every period, n times.
+func (s *sim) stalls(gateway string, stall, period time.Duration, n int) {
+	for range n {
+		s.uplinkCut[gateway] = true
+		s.run(stall)
+		s.uplinkCut[gateway] = false
+		s.run(period - stall)
+	}
+}
+
+// noMoves fails the test on any event that moves traffic.
+func (s *sim) noMoves(when string) {
+	s.t.Helper()
+	for _, e := range s.events {
+		if strings.Contains(e, " down: ") || strings.Contains(e, "standby: ") || strings.Contains(e, "active (epoch") {
+			s.t.Errorf("%s: %s", when, e)
+		}
+	}
+}
+
+// A loaded machine: the active gateway's data plane keeps going silent for
+// 200 ms. Its peers and its sibling learn that it is slow, so a 400 ms
+// silence (dead at the quiet 300 ms) moves nothing; a real failure is still
+// seen, within MaxDetect; and after AdaptWindow of quiet the detection
+// time is the quiet one again.
+func TestLoadedGatewayGetsTime(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.stalls("onprem-gw1", 200*time.Millisecond, time.Second, 5)
+	s.noMoves("short stalls")
+	s.stalls("onprem-gw1", 400*time.Millisecond, time.Second, 3)
+	s.noMoves("400 ms stalls after 200 ms ones")
+	s.wantActive("onprem-gw1")
+	if d := s.states["aws-gw"].detectFor(s.states["aws-gw"].tunnel["onprem-gw1"], s.now); d <= 300*time.Millisecond || d > DefaultMaxDetect {
+		t.Errorf("aws-gw's detection time of onprem-gw1 under load %v, want above 300 ms, at most %v", d, DefaultMaxDetect)
+	}
+	// A real failure under load: seen within MaxDetect and a hello or two.
+	s.dead["onprem-gw1"] = true
+	s.run(DefaultMaxDetect + 300*time.Millisecond)
+	s.wantActive("onprem-gw2")
+	s.dead["onprem-gw1"] = false
+	s.start("onprem-gw1", false)
+	// Quiet for AdaptWindow: the quiet detection time again.
+	s.run(AdaptWindow + time.Second)
+	if d := s.states["onprem-gw1"].detectFor(s.states["onprem-gw1"].lan["onprem-gw2"], s.now); d != 300*time.Millisecond {
+		t.Errorf("detection time after %v of quiet %v, want 300 ms", AdaptWindow, d)
+	}
+	s.dead["onprem-gw2"] = true
+	s.run(500 * time.Millisecond)
+	s.wantActive("onprem-gw1")
+}
+
+// The same 400 ms stalls on a machine that was quiet before are judged:
+// the detection time grows with what a target showed, not by itself.
+func TestQuietGatewayStallIsJudged(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.stalls("onprem-gw1", 400*time.Millisecond, time.Second, 1)
+	if !slices.ContainsFunc(s.events, func(e string) bool { return strings.HasPrefix(e, "aws-gw: gateway onprem-gw1 down") }) {
+		t.Errorf("aws-gw did not hold onprem-gw1 down after 400 ms of silence on a quiet machine; events %q", s.events)
+	}
+}
+
+// A remote gateway held down (it was silent while its sibling answered)
+// carries its site at once when the sibling fails: the last gateway of a
+// site that answers is never held down.
+func TestHeldGatewayCarriesItsSiteAlone(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.stalls("onprem-gw2", 400*time.Millisecond, time.Second, 1)
+	if !s.states["aws-gw"].tunnel["onprem-gw2"].heldDown {
+		t.Fatal("aws-gw does not hold onprem-gw2 down after its silence")
+	}
+	s.dead["onprem-gw1"] = true
+	s.run(700 * time.Millisecond) // 300 ms detection, a hello or two
+	s.wantActive("onprem-gw2")
+	// gw2 held its links down while it stood by; taking over, it holds
+	// none of those that answer: no path moves.
+	for _, g := range s.names {
+		if d := s.dec[g]; !s.dead[g] && len(d.LinksDown) > 0 {
+			t.Errorf("%s holds links down after the takeover: %v", g, d.Key())
+		}
+	}
+}
+
+// After a failover, the repaired gateway is a standby the remote gateways
+// hold down. When the new active's tunnel to one of them goes silent for a
+// moment, that remote gateway neither lets the held standby up nor sends
+// the site's prefix to it (a standby does not serve the site's hosts).
+func TestActiveSilenceDoesNotFreeHeldStandby(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.dead["onprem-gw1"] = true
+	s.run(500 * time.Millisecond)
+	s.wantActive("onprem-gw2")
+	s.dead["onprem-gw1"] = false
+	s.start("onprem-gw1", false)
+	s.run(2 * time.Second)
+	if !s.states["gcp-gw"].tunnel["onprem-gw1"].heldDown {
+		t.Fatal("gcp-gw does not hold the repaired onprem-gw1 down")
+	}
+	s.cut[plan.Pair("gcp-gw", "onprem-gw2")] = true
+	for range 8 {
+		s.run(DefaultInterval)
+		if got := s.activeAt("gcp-gw"); got == "onprem-gw1" {
+			t.Fatalf("gcp-gw sends lab's prefix to the held standby onprem-gw1 while onprem-gw2 is silent")
+		}
+	}
+	// Back: gcp-gw goes through a relay while the active holds their link
+	// down (its hold-down), never to onprem-gw1.
+	s.cut[plan.Pair("gcp-gw", "onprem-gw2")] = false
+	s.run(300 * time.Millisecond)
+	for _, g := range []string{"aws-gw", "azure-gw", "gcp-gw"} {
+		if got := s.activeAt(g); got == "onprem-gw1" || g != "gcp-gw" && got != "onprem-gw2" {
+			t.Errorf("%s sends lab's prefix to %q, want onprem-gw2 (or a relay, from gcp-gw)", g, got)
+		}
+	}
+	if !s.states["gcp-gw"].tunnel["onprem-gw1"].heldDown {
+		t.Error("gcp-gw let the held onprem-gw1 up before its hold-down")
+	}
+}

@@ -10,7 +10,9 @@
 // segment only) and checksums; it knows plain TCP and UDP over IPv4 and
 // IPv6, and the same inside a UDP tunnel (VXLAN): outer IPv4 or IPv6 and
 // UDP, the tunnel header and inner Ethernet frame (VLAN tags included)
-// copied to every segment, outer and inner headers fixed up.
+// copied to every segment, outer and inner headers fixed up. A segment
+// with an outer IPv4 header leaves without an outer UDP checksum (see
+// Split).
 //
 // The other way, a Coalescer merges a batch of packets into as few
 // super-packets as it can (GRO): consecutive TCP segments of one flow, UDP

@@ -82,6 +82,12 @@ func TestSplitSegments(t *testing.T) {
 					if got := binary.BigEndian.Uint16(seg[4:]); got != s.id+1000+uint16(i) {
 						t.Errorf("%v: segment %d outer IPv4 ID %d, want %d", s, i, got, s.id+1000+uint16(i))
 					}
+					// No outer checksum over IPv4, even when the kernel
+					// asks for one: it would be a second pass over every
+					// byte (see Split).
+					if c := seg[l.outerL4+udpChecksumAt:][:2]; c[0]|c[1] != 0 {
+						t.Errorf("%v: segment %d has an outer UDP checksum over IPv4 (%#x)", s, i, binary.BigEndian.Uint16(c))
+					}
 				}
 				if !bytes.Equal(seg[:l.l3], super[:l.l3]) && !l.tunnel {
 					t.Errorf("%v: headers before the IP header changed", s)
