@@ -25,7 +25,10 @@ import (
 // table (TransitTable), looked up before the main one (rule priority
 // TransitRulePriority): an empty table — the steady state — sends nothing
 // through the device, and Apply, which owns the main table's routes, never
-// sees them. The outer packets may be fragmented (the device's MTU is the
+// sees them. What the device unwraps is routed by the main table only
+// (rule TransitRulePriority-1): never encapsulated again, so two gateways
+// that encapsulate a prefix to each other cannot bounce it. The outer
+// packets may be fragmented (the device's MTU is the
 // tunnel's, the VXLAN DF bit unset), so no packet that fits the tunnel is
 // refused during a move.
 

@@ -63,7 +63,7 @@ func SyncTransit(c TransitConfig) ([]Change, error) {
 	if ok, err := ensureTransitRules(); err != nil {
 		return changes, err
 	} else if ok {
-		changes = append(changes, Change(fmt.Sprintf("ip rule add priority %d lookup %d", TransitRulePriority, TransitTable)))
+		changes = append(changes, Change(fmt.Sprintf("ip rule add priority %d iif %s lookup main; ip rule add priority %d lookup %d", TransitRulePriority-1, TransitDevice, TransitRulePriority, TransitTable)))
 	}
 	v6 := map[netip.Addr]bool{}
 	for dst, peer := range c.Encap {
@@ -116,9 +116,10 @@ func DownTransit() error {
 		}
 	}
 	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		r := transitRule(family)
-		if err := netlink.RuleDel(r); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("removing the transit rule: %w", err))
+		for _, r := range transitRules(family) {
+			if err := netlink.RuleDel(r); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("removing the transit rule of priority %d: %w", r.Priority, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -156,13 +157,21 @@ func ensureTransitLink(c TransitConfig) (netlink.Link, bool, error) {
 	return link, true, nil
 }
 
-// transitRule is the rule that looks TransitTable up, for family.
-func transitRule(family int) *netlink.Rule {
+// transitRules are, for family, the rule that sends what the transit
+// device unwrapped to the main table (never encapsulated again: two
+// gateways that each encapsulate a prefix to the other would bounce it
+// until its TTL ran out), then the rule that looks TransitTable up.
+func transitRules(family int) []*netlink.Rule {
+	unwrapped := netlink.NewRule()
+	unwrapped.Family = family
+	unwrapped.Priority = TransitRulePriority - 1
+	unwrapped.IifName = TransitDevice
+	unwrapped.Table = unix.RT_TABLE_MAIN
 	r := netlink.NewRule()
 	r.Family = family
 	r.Priority = TransitRulePriority
 	r.Table = TransitTable
-	return r
+	return []*netlink.Rule{unwrapped, r}
 }
 
 // ensureTransitRules adds the rules of both families when missing and
@@ -174,19 +183,21 @@ func ensureTransitRules() (bool, error) {
 		if err != nil {
 			return added, fmt.Errorf("listing the routing rules: %w", err)
 		}
-		found := false
-		for _, r := range rules {
-			if r.Priority == TransitRulePriority && r.Table == TransitTable {
-				found = true
+		for _, want := range transitRules(family) {
+			found := false
+			for _, r := range rules {
+				if r.Priority == want.Priority && r.Table == want.Table && r.IifName == want.IifName {
+					found = true
+				}
 			}
+			if found {
+				continue
+			}
+			if err := netlink.RuleAdd(want); err != nil && !errors.Is(err, unix.EEXIST) {
+				return added, fmt.Errorf("adding the rule of priority %d (table %d): %w", want.Priority, want.Table, err)
+			}
+			added = true
 		}
-		if found {
-			continue
-		}
-		if err := netlink.RuleAdd(transitRule(family)); err != nil && !errors.Is(err, unix.EEXIST) {
-			return added, fmt.Errorf("adding the rule that looks up table %d: %w", TransitTable, err)
-		}
-		added = true
 	}
 	return added, nil
 }
