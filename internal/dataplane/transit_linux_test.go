@@ -71,6 +71,11 @@ func TestTransitPassesTheSourceCheck(t *testing.T) {
 	if got := a.Exec(t, "ip", "route", "show", "table", "51825"); !strings.Contains(got, "10.2.0.0/24 via 10.255.0.2 dev fednet-tx") {
 		t.Errorf("a's transit table:\n%s\nwant 10.2.0.0/24 via 10.255.0.2 dev fednet-tx", got)
 	}
+	// What a transit device unwraps is routed by the main table only,
+	// never encapsulated again.
+	if got := b.Exec(t, "ip", "rule"); !strings.Contains(got, "31824:\tfrom all iif fednet-tx lookup main") || !strings.Contains(got, "31825:\tfrom all lookup 51825") {
+		t.Errorf("b's rules:\n%s\nwant 31824 iif fednet-tx lookup main, 31825 lookup 51825", got)
+	}
 	a.RunPhase(t, "a-plain", env...)
 	for range 3 {
 		if ping(ha, "10.2.0.2") == nil {
