@@ -60,6 +60,18 @@ func SyncTransit(c TransitConfig) ([]Change, error) {
 		}
 		changes = append(changes, Change(fmt.Sprintf("ip link set %s up (rp_filter loose, forwarding on)", TransitDevice)))
 	}
+	// The gateway's transit address on the device too (/32, scope host:
+	// never chosen as a source, no route of its own). The kernel's loose
+	// reverse-path check rejects a packet that arrives on a device with no
+	// IPv4 address unless the route back to its source leaves by that
+	// device, and the route back to what a remote gateway unwraps leaves by
+	// the tunnel: without an address a move lost every reply that came
+	// encapsulated to a gateway answering plain.
+	if ok, err := ensureTransitAddress(link, c.Local); err != nil {
+		return changes, err
+	} else if ok {
+		changes = append(changes, Change(fmt.Sprintf("ip address add %s/32 dev %s scope host", c.Local, TransitDevice)))
+	}
 	if ok, err := ensureTransitRules(); err != nil {
 		return changes, err
 	} else if ok {
@@ -253,4 +265,36 @@ func transitRoutes() (map[netip.Prefix]netip.Addr, error) {
 // prefixNet is p as a net.IPNet.
 func prefixNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Masked().Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// ensureTransitAddress puts local/32 (scope host) on the transit device
+// when it is not there, and removes any other address; it returns whether
+// it changed something.
+func ensureTransitAddress(link netlink.Link, local netip.Addr) (bool, error) {
+	if !local.Is4() {
+		return false, nil
+	}
+	addrs, err := netlink.AddrList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return false, fmt.Errorf("reading the addresses of %s: %w", TransitDevice, err)
+	}
+	want := &net.IPNet{IP: local.AsSlice(), Mask: net.CIDRMask(32, 32)}
+	have, changed := false, false
+	for _, a := range addrs {
+		if a.IPNet != nil && a.IPNet.String() == want.String() {
+			have = true
+			continue
+		}
+		if err := netlink.AddrDel(link, &a); err != nil {
+			return changed, fmt.Errorf("removing %s from %s: %w", a.IPNet, TransitDevice, err)
+		}
+		changed = true
+	}
+	if have {
+		return changed, nil
+	}
+	if err := netlink.AddrAdd(link, &netlink.Addr{IPNet: want, Scope: int(netlink.SCOPE_HOST)}); err != nil {
+		return changed, fmt.Errorf("adding %s/32 to %s: %w", local, TransitDevice, err)
+	}
+	return true, nil
 }

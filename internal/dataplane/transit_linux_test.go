@@ -82,6 +82,16 @@ func TestTransitPassesTheSourceCheck(t *testing.T) {
 			t.Fatal("host a reached host b after a went back to plain: the transit routes were not removed")
 		}
 	}
+	// b takes a's site from a again and answers plain through the tunnel,
+	// while a still encapsulates (a move's other half): what b's transit
+	// device unwraps must pass b's reverse-path check although b's route
+	// back to its source leaves by the tunnel, not by the transit device.
+	b.RunPhase(t, "b-plain", env...)
+	a.RunPhase(t, "a-encap", env...)
+	if err := await.Poll(10*time.Second, await.NoError(func() error { return ping(ha, "10.2.0.2") })); err != nil {
+		t.Fatalf("host a does not reach host b encapsulated while b answers plain (b's reverse-path check drops what its transit device unwraps?): %v", err)
+	}
+	a.RunPhase(t, "a-plain", env...)
 	a.RunPhase(t, "a-down", env...)
 	b.RunPhase(t, "b-down", env...)
 }
@@ -98,6 +108,9 @@ func transitPhase(t *testing.T, phase string) {
 	pb.Peers = append(pb.Peers, plan.Peer{Gateway: "c", Site: "site-a", Backend: backend.WireGuard,
 		WireGuard: plan.WireGuardPeer{PublicKey: plan.Key(kc.PublicKey())}, AllowedIPs: pfx("10.1.0.0/24", "10.255.0.3/32")})
 	pb.Routes = []plan.Route{{Destination: netip.MustParsePrefix("10.1.0.0/24"), Device: "fed0", Via: "c"}}
+	if phase == "b-plain" {
+		_, pb = twoGatewayPlans(ka, kb)
+	}
 	d, p := phaseDataplane(t, phase, ka, kb, pa, pb)
 	ctx := context.Background()
 	self := p.TransitAddress()
@@ -128,6 +141,11 @@ func transitPhase(t *testing.T, phase string) {
 		if _, err := netlink.LinkByName(TransitDevice); err != nil {
 			t.Errorf("%s after an Apply: %v", TransitDevice, err)
 		}
+	case "b-plain":
+		if _, err := d.Apply(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		sync(nil)
 	case "a-plain":
 		sync(nil)
 		if c, err := SyncTransit(TransitConfig{Local: self, MTU: 1420}); err != nil || len(c) != 0 {
