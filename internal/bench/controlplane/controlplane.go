@@ -83,6 +83,11 @@ type Config struct {
 	Progress io.Writer
 }
 
+// ProfileEnv, when set in the bench's environment, names a directory
+// where the run writes CPU profiles: bench.pprof of this process (the
+// simulated agents) and NAME-K.pprof of each manager's K-th start.
+const ProfileEnv = "FEDNET_BENCH_CPUPROFILE"
+
 // Result is one run's figures.
 type Result struct {
 	Gateways    int    `json:"gateways"`
@@ -239,6 +244,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
+	}
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		stop, err := manager.StartCPUProfile(filepath.Join(dir, "bench.pprof"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ProfileEnv, err)
+		}
+		defer stop()
 	}
 	r := &run{cfg: cfg}
 	defer r.close()
