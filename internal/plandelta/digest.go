@@ -92,9 +92,13 @@ func localSum(l *plan.Local, sites []uint64) [sha256.Size]byte {
 }
 
 // edited returns the digest of l, which ld's Local became by d: the sites
-// d copies keep their hashes, those it inserts are hashed.
+// d copies keep their hashes, those it patches or inserts are hashed.
 func (ld *LocalDigest) edited(l *plan.Local, d *LocalDelta) (*LocalDigest, error) {
-	sites, err := applyEdits(d.Sites, ld.Sites, siteHash)
+	var list []spec.Site
+	if l.Federation != nil {
+		list = l.Federation.Sites
+	}
+	sites, err := applyEdits(d.Sites, ld.Sites, list, siteHash)
 	if err != nil {
 		return nil, fmt.Errorf("sites: %w", err)
 	}
