@@ -208,8 +208,17 @@ func openLocked(ctx context.Context, path string, create bool) (*SQLite, error) 
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
+	// Reports come in hundreds a second at a thousand gateways, and SQLite
+	// writes one at a time: a few connections kept open serve them all,
+	// where database/sql's default (any number open, two kept) opened and
+	// closed a connection per report beyond two at once.
+	s.rdb.SetMaxOpenConns(reportConns)
+	s.rdb.SetMaxIdleConns(reportConns)
 	return s, nil
 }
+
+// reportConns is how many connections the reports' handle holds.
+const reportConns = 4
 
 // migrate applies the migrations the database has not seen yet, each in its
 // own transaction.
