@@ -294,6 +294,7 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 		return nil, err
 	}
 	out := make([]T, 0, n)
+	pc := patchCache{}
 	for _, op := range e.Ops {
 		out = append(out, base[op.From:op.From+op.Count]...)
 		var p *Patch
@@ -303,7 +304,7 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 			} else if p == nil {
 				return nil, fmt.Errorf("%w: an edit's first patch repeats none", ErrMismatch)
 			}
-			x, err := applyPatch(base[op.From+op.Count+i], p)
+			x, err := applyPatch(base[op.From+op.Count+i], p, pc)
 			if err != nil {
 				return nil, fmt.Errorf("patching entry %d: %w", op.From+op.Count+i, err)
 			}

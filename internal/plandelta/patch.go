@@ -98,61 +98,158 @@ func diffPart(a, b reflect.Value) (*Patch, bool) {
 }
 
 // applyPatch returns base with p applied (base is not changed: lists it
-// edits are copied).
-func applyPatch[T any](base T, p *Patch) (T, error) {
+// edits are copied); pc keeps what applying p again needs (a patch
+// repeated over a thousand sites is decoded once).
+func applyPatch[T any](base T, p *Patch, pc patchCache) (T, error) {
 	v := reflect.New(reflect.TypeFor[T]()).Elem()
 	v.Set(reflect.ValueOf(base))
-	if err := patchStruct(v, p); err != nil {
+	if err := pc.patchStruct(v, p); err != nil {
 		var zero T
 		return zero, err
 	}
 	return v.Interface().(T), nil
 }
 
-// patchStruct applies p to the addressable struct v.
-func patchStruct(v reflect.Value, p *Patch) error {
+// patchCache holds the patches applied so far, checked and with their
+// values decoded.
+type patchCache map[*Patch]*compiledPatch
+
+// compiledPatch is a Patch of a struct type, its fields found and the
+// values it sets decoded.
+type compiledPatch struct {
+	set  []setField
+	edit []editField
+}
+
+type setField struct {
+	index int
+	// value is the decoded value, given to each use as it is (values
+	// without references), or copied (maps and lists of such values);
+	// when not reusable, raw is decoded at each use.
+	value reflect.Value
+	reuse bool
+	raw   json.RawMessage
+	name  string
+}
+
+type editField struct {
+	index int
+	name  string
+	sub   *Patch
+}
+
+// compile checks p against struct type t and decodes what it sets.
+func (pc patchCache) compile(t reflect.Type, p *Patch) (*compiledPatch, error) {
+	if c, ok := pc[p]; ok {
+		return c, nil
+	}
 	if p == nil {
-		return fmt.Errorf("%w: an empty patch", ErrMismatch)
+		return nil, fmt.Errorf("%w: an empty patch", ErrMismatch)
 	}
 	if len(p.Elems) > 0 {
-		return fmt.Errorf("%w: a patch of a list's entries for a %s", ErrMismatch, v.Type())
+		return nil, fmt.Errorf("%w: a patch of a list's entries for a %s", ErrMismatch, t)
 	}
-	byName, ok := jsonFieldsByName(v.Type())
+	byName, ok := jsonFieldsByName(t)
 	if !ok {
-		return fmt.Errorf("%w: a %s cannot be patched", ErrMismatch, v.Type())
+		return nil, fmt.Errorf("%w: a %s cannot be patched", ErrMismatch, t)
 	}
+	c := &compiledPatch{}
 	for name, raw := range p.Set {
 		i, ok := byName[name]
 		if !ok {
-			return fmt.Errorf("%w: a %s has no field %q", ErrMismatch, v.Type(), name)
+			return nil, fmt.Errorf("%w: a %s has no field %q", ErrMismatch, t, name)
 		}
-		nv := reflect.New(v.Field(i).Type())
+		ft := t.Field(i).Type
+		nv := reflect.New(ft)
 		if err := json.Unmarshal(raw, nv.Interface()); err != nil {
-			return fmt.Errorf("%w: field %q: %v", ErrMismatch, name, err)
+			return nil, fmt.Errorf("%w: field %q: %v", ErrMismatch, name, err)
 		}
-		v.Field(i).Set(nv.Elem())
+		c.set = append(c.set, setField{index: i, value: nv.Elem(), reuse: copyable(ft), raw: raw, name: name})
 	}
 	for name, sub := range p.Edit {
 		i, ok := byName[name]
 		if !ok {
-			return fmt.Errorf("%w: a %s has no field %q", ErrMismatch, v.Type(), name)
+			return nil, fmt.Errorf("%w: a %s has no field %q", ErrMismatch, t, name)
 		}
 		if _, set := p.Set[name]; set {
-			return fmt.Errorf("%w: field %q both set and edited", ErrMismatch, name)
+			return nil, fmt.Errorf("%w: field %q both set and edited", ErrMismatch, name)
 		}
-		if err := patchPart(v.Field(i), sub); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+		c.edit = append(c.edit, editField{index: i, name: name, sub: sub})
+	}
+	pc[p] = c
+	return c, nil
+}
+
+// patchStruct applies p to the addressable struct v.
+func (pc patchCache) patchStruct(v reflect.Value, p *Patch) error {
+	c, err := pc.compile(v.Type(), p)
+	if err != nil {
+		return err
+	}
+	for _, f := range c.set {
+		if f.reuse {
+			v.Field(f.index).Set(copyOf(f.value))
+			continue
+		}
+		nv := reflect.New(f.value.Type())
+		if err := json.Unmarshal(f.raw, nv.Interface()); err != nil {
+			return fmt.Errorf("%w: field %q: %v", ErrMismatch, f.name, err)
+		}
+		v.Field(f.index).Set(nv.Elem())
+	}
+	for _, f := range c.edit {
+		if err := pc.patchPart(v.Field(f.index), f.sub); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
 	return nil
 }
 
+// copyable reports whether a value of t can be given to several structs
+// as copyOf makes it: no pointers, interfaces or channels inside, maps
+// and lists only of such values (copied one level deep).
+func copyable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.String:
+		return true
+	case reflect.Map:
+		return scalar(t.Key()) && scalar(t.Elem())
+	case reflect.Slice:
+		return scalar(t.Elem())
+	}
+	return false
+}
+
+// scalar reports whether t is a number, a bool or a string.
+func scalar(t reflect.Type) bool {
+	return t.Kind() != reflect.Map && t.Kind() != reflect.Slice && copyable(t)
+}
+
+// copyOf returns v, a copyable value, with its map or list copied.
+func copyOf(v reflect.Value) reflect.Value {
+	switch {
+	case v.Kind() == reflect.Map && !v.IsNil():
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			out.SetMapIndex(it.Key(), it.Value())
+		}
+		return out
+	case v.Kind() == reflect.Slice && !v.IsNil():
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(out, v)
+		return out
+	}
+	return v
+}
+
 // patchPart applies p to the addressable field v (a struct or a list of
 // structs, as diffPart made it).
-func patchPart(v reflect.Value, p *Patch) error {
+func (pc patchCache) patchPart(v reflect.Value, p *Patch) error {
 	switch {
 	case v.Kind() == reflect.Struct && !marshals(v.Type()):
-		return patchStruct(v, p)
+		return pc.patchStruct(v, p)
 	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct && !marshals(v.Type().Elem()) && !marshals(v.Type()):
 		if p == nil || len(p.Set) > 0 || len(p.Edit) > 0 {
 			return fmt.Errorf("%w: a patch of fields for a list", ErrMismatch)
@@ -163,7 +260,7 @@ func patchPart(v reflect.Value, p *Patch) error {
 			if i < 0 || i >= out.Len() {
 				return fmt.Errorf("%w: patching entry %d of a list of %d", ErrMismatch, i, out.Len())
 			}
-			if err := patchStruct(out.Index(i), sub); err != nil {
+			if err := pc.patchStruct(out.Index(i), sub); err != nil {
 				return fmt.Errorf("entry %d: %w", i, err)
 			}
 		}
