@@ -55,7 +55,7 @@ type SQLite struct {
 	rdb  *sql.DB // status reports
 	lock *os.File
 
-	reports reportQueue // reports waiting for the next batch
+	reports *ReportBatcher // writes reports (putReports)
 
 	mu      sync.Mutex    // guards closed and changed
 	closed  bool          // set by Close
@@ -202,6 +202,7 @@ func openLocked(ctx context.Context, path string, create bool) (*SQLite, error) 
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
 	s := &SQLite{db: db, done: make(chan struct{}), changed: make(chan struct{})}
+	s.reports = NewReportBatcher(s.putReports)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
@@ -973,79 +974,14 @@ func missing[T any](names []string, have []T, name func(T) string) []string {
 }
 
 // PutReport implements Store. It writes through the connection pool
-// without fsync (see SQLite), in batches: the reports that come in while
-// a batch is written are written together next, in one transaction (a
-// thousand gateways report a couple of hundred times a second, and each
-// change of every plan makes every agent report at once). It returns
-// when the report's batch is stored, or when ctx ends (the report may
-// then still be stored).
+// without fsync (see SQLite), in batches (ReportBatcher): a thousand
+// gateways report a couple of hundred times a second, and each change of
+// every plan makes every agent report at once.
 func (s *SQLite) PutReport(ctx context.Context, r Report) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	b, first := s.reports.add(r)
-	if first {
-		go s.writeReports()
-	}
-	select {
-	case <-b.done:
-		if b.err != nil {
-			return fmt.Errorf("storing the report of %s: %w", r.Gateway, b.err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("storing the report of %s: %w", r.Gateway, ctx.Err())
-	}
-}
-
-// reportQueue collects reports into batches for one writer at a time.
-type reportQueue struct {
-	mu      sync.Mutex
-	next    *reportBatch // the batch reports join; nil: none waiting
-	writing bool         // a writer runs (writeReports)
-}
-
-// reportBatch is reports written in one transaction; done is closed
-// once they are, err set before.
-type reportBatch struct {
-	reports []Report
-	done    chan struct{}
-	err     error
-}
-
-// add puts r in the next batch and reports whether the caller must start
-// a writer (none runs).
-func (q *reportQueue) add(r Report) (*reportBatch, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.next == nil {
-		q.next = &reportBatch{done: make(chan struct{})}
-	}
-	q.next.reports = append(q.next.reports, r)
-	first := !q.writing
-	q.writing = true
-	return q.next, first
-}
-
-// take returns the next batch, or nil (and the writer stops) when none
-// waits.
-func (q *reportQueue) take() *reportBatch {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	b := q.next
-	q.next = nil
-	if b == nil {
-		q.writing = false
-	}
-	return b
-}
-
-// writeReports writes batches until none waits.
-func (s *SQLite) writeReports() {
-	for b := s.reports.take(); b != nil; b = s.reports.take() {
-		b.err = s.putReports(b.reports)
-		close(b.done)
-	}
+	return s.reports.Put(ctx, r)
 }
 
 // putReports writes reports in one transaction (a later report of a
