@@ -23,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -472,6 +474,9 @@ func (r *run) setup(ctx context.Context, res *Result) error {
 // enroll makes agent i: a join token from the operator, enrollment with
 // the gateway's key through the token's first manager, and a client of
 // every manager, its own first (agents spread over the managers).
+// enrollTries bounds the tries of one enrollment.
+const enrollTries = 10
+
 func (r *run) enroll(ctx context.Context, i int) (*agent, error) {
 	name := fmt.Sprintf("g%04d", i)
 	tok, err := r.admin.CreateToken(ctx, name, 0)
@@ -491,7 +496,21 @@ func (r *run) enroll(ctx context.Context, i int) (*agent, error) {
 		return nil, err
 	}
 	defer ecl.Close()
-	er, err := ecl.Enroll(ctx, jt.Secret, api.EnrollRequest{PublicKey: r.keys[i]})
+	// As fednet agent does: a manager that answers 503 (several managers
+	// enrolling at once kept changing the state under it) is asked again
+	// after a jittered backoff.
+	var er *api.EnrollResponse
+	for try := 1; ; try++ {
+		er, err = ecl.Enroll(ctx, jt.Secret, api.EnrollRequest{PublicKey: r.keys[i]})
+		if err == nil || client.StatusOf(err) != http.StatusServiceUnavailable || try == enrollTries {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(mrand.N(min(backoffMax, backoffMin<<(try-1)))):
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
