@@ -143,7 +143,11 @@ type Change struct {
 	// largest peak resident set of one manager so far.
 	ManagerCPUSeconds float64 `json:"managerCpuSeconds"`
 	EtcdCPUSeconds    float64 `json:"etcdCpuSeconds,omitempty"`
-	PeakRSSMB         float64 `json:"peakRssMB"`
+	// AgentCPUSeconds is this process's: the N simulated agents (decoding,
+	// applying and checking their plans, reporting; the bench's own
+	// bookkeeping is little), on the same CPUs.
+	AgentCPUSeconds float64 `json:"agentCpuSeconds"`
+	PeakRSSMB       float64 `json:"peakRssMB"`
 }
 
 // Steady is the managers' load while nothing changes: every agent
@@ -565,6 +569,15 @@ func (r *run) usage() (mgr usage, etcd time.Duration) {
 	return mgr, etcd
 }
 
+// selfCPU is the CPU time this process used so far (0 when unknown).
+func selfCPU() time.Duration {
+	u, err := processUsage(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return u.cpu
+}
+
 // steady measures the managers over steadyWindow while nothing changes
 // (a measurement window, not a wait for anything).
 func (r *run) steady(ctx context.Context) Steady {
@@ -588,6 +601,7 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 		gens[a.name] = a.generation()
 	}
 	mgr0, etcd0 := r.usage()
+	agents0 := selfCPU()
 	bytes0 := r.read.Load()
 	start := time.Now()
 	var err error
@@ -645,6 +659,7 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 	mgr1, etcd1 := r.usage()
 	c.ManagerCPUSeconds = (mgr1.cpu - mgr0.cpu).Seconds()
 	c.EtcdCPUSeconds = (etcd1 - etcd0).Seconds()
+	c.AgentCPUSeconds = (selfCPU() - agents0).Seconds()
 	c.PeakRSSMB = float64(mgr1.peak) / (1 << 20)
 	slices.Sort(lat)
 	if len(lat) > 0 {
