@@ -34,7 +34,11 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 	}
 	name := r.PathValue("name")
 	return m.watch(w, r, wp, func(st *state) (int64, []string, func() error, error) {
-		p, ok := st.plans[name]
+		m.attach(name)
+		p, ok, err := st.entry(name)
+		if err != nil {
+			return 0, nil, nil, err
+		}
 		if !ok {
 			return 0, nil, nil, noPlan(st, name)
 		}
@@ -265,6 +269,7 @@ func (m *Manager) putStatus(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	now := m.now()
 	st := m.snapshot()
+	m.attach(name)
 	if err := checkReport(&rep, st, name, now); err != nil {
 		return err
 	}
@@ -669,9 +674,13 @@ func networkModels(st *state) []api.Network {
 // metrics) stays bounded by its plan.
 func links(st *state, reps map[string]report, now time.Time) []api.Link {
 	out := []api.Link{}
+	resolveAll(st)
 	for _, name := range specGateways(st) {
 		rep, ok := reps[name]
 		p, planned := st.plans[name]
+		if planned {
+			p, planned = p.current()
+		}
 		if !ok || !planned || st.gateways[name].Removed {
 			continue
 		}

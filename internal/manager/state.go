@@ -52,6 +52,9 @@ type planEntry struct {
 	// answers caches what is sent for this version; shared by the copies
 	// of the entry in later states.
 	answers *answers
+	// lazy, when set, is the plan not computed yet (plan and digest are
+	// not set; see lazy.go and resolved).
+	lazy *lazyPlan
 }
 
 // encodeDeltas encodes, for the plans named that follow a version this
@@ -84,6 +87,10 @@ func encodeDeltas(st *state, names []string) {
 // delta from old's plan.
 func newEntry(p store.Plan, c computed, old planEntry, hadOld bool) planEntry {
 	e := planEntry{Plan: p, plan: c.plan, digest: c.digest, answers: &answers{}}
+	if hadOld {
+		// A lazy plan never computed has no version to make deltas from.
+		old, hadOld = old.current()
+	}
 	if hadOld && old.Generation < p.Generation {
 		prev := old.plan
 		e.prev, e.prevGen = &prev, old.Generation
@@ -135,7 +142,7 @@ func (m *Manager) load(ctx context.Context) error {
 		return fmt.Errorf("loading state: %w", err)
 	}
 	empty := &state{gateways: map[string]store.Gateway{}, hosts: map[string]store.Host{}, plans: map[string]planEntry{}}
-	st, _, _, err := applyEvent(empty, ev, m.cfg.Logf)
+	st, _, _, err := applyEvent(empty, ev, m.cfg.Logf, nil)
 	if err != nil {
 		return fmt.Errorf("loading state: %w", err)
 	}
@@ -157,7 +164,11 @@ func (m *Manager) load(ctx context.Context) error {
 // unless nothing the planner reads changed, and the event's plan records
 // say which of them changed at which generation (their sums are checked
 // against what this manager computed).
-func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (next *state, topics []string, computedPlans bool, err error) {
+//
+// With want set, only the plans of the gateways it names are computed (as
+// a manager following another's change does, see lazy.go); the others
+// the event names become lazy.
+func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func(gateway string) bool) (next *state, topics []string, computedPlans bool, err error) {
 	next = cur.clone()
 	if ev.Reset {
 		for name := range cur.plans {
@@ -198,23 +209,36 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (next *st
 		return next, topics, computedPlans, nil
 	}
 	var plans map[string]computed
-	if !ev.Reset && cur.fed != nil && samePlannerInputs(cur, next) {
+	samePlanner := !ev.Reset && cur.fed != nil && samePlannerInputs(cur, next)
+	if samePlanner {
 		// Nothing the planner reads changed (an enrollment with the key
 		// the spec gives, a rotation request): the plans stay, as on the
 		// manager that made the change (preview), Local included.
 		plans = make(map[string]computed, len(cur.plans))
 		for name, p := range cur.plans {
-			plans[name] = computed{plan: p.plan, digest: p.digest}
+			if p, ok := p.current(); ok {
+				plans[name] = computed{plan: p.plan, digest: p.digest}
+			}
 		}
 	} else {
-		if plans, err = computePlans(cur, next); err != nil {
+		if plans, err = computePlans(cur, next, want); err != nil {
 			return nil, nil, false, fmt.Errorf("planning the stored state: %w", err)
 		}
 		computedPlans = true
 	}
 	var differ []string
+	var src *planSource // of the lazy plans made here
 	for _, p := range ev.Plans {
 		c, ok := plans[p.Gateway]
+		if !ok && (want != nil && !want(p.Gateway) || samePlanner) {
+			// Not planned here (yet): computed when asked for.
+			if src == nil {
+				src = newPlanSource(next)
+			}
+			next.plans[p.Gateway] = lazyEntry(p, src)
+			topics = append(topics, planTopic(p.Gateway))
+			continue
+		}
 		if !ok {
 			differ = append(differ, p.Gateway)
 			continue
@@ -237,7 +261,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (next *st
 	for name, e := range next.plans {
 		if c, ok := plans[name]; ok && e.Sum != c.digest.Sum {
 			differ = append(differ, name)
-			e.plan, e.Sum, e.digest, e.answers = c.plan, c.digest.Sum, c.digest, &answers{}
+			e.plan, e.Sum, e.digest, e.answers, e.lazy = c.plan, c.digest.Sum, c.digest, &answers{}, nil
 			next.plans[name] = e
 		}
 	}
@@ -272,7 +296,7 @@ type computed struct {
 // inputs) where plan.Update can: then the digest and the delta from prev's
 // plan are made from Update's edit, in the size of the change. It sets
 // st.local to the Local the plans carry.
-func computePlans(prev, st *state) (map[string]computed, error) {
+func computePlans(prev, st *state, want func(gateway string) bool) (map[string]computed, error) {
 	out := map[string]computed{}
 	if st.fed == nil {
 		return out, nil
@@ -281,14 +305,19 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 	var plans []plan.Gateway
 	var edits []*plan.Edit
 	var err error
+	var prevPlans map[string]planEntry // prev's plans at hand (lazy ones computed)
 	if prev != nil && prev.fed != nil {
+		prevPlans = make(map[string]planEntry, len(prev.plans))
 		before := make([]plan.Gateway, 0, len(prev.plans))
-		for _, e := range prev.plans {
-			before = append(before, e.plan)
+		for name, e := range prev.plans {
+			if e, ok := e.current(); ok {
+				prevPlans[name] = e
+				before = append(before, e.plan)
+			}
 		}
-		plans, edits, err = plan.Update(prev.fed, inputs(prev.fed, prev.gateways, prev.hosts), before, st.fed, in)
+		plans, edits, err = plan.UpdateOnly(prev.fed, inputs(prev.fed, prev.gateways, prev.hosts), before, st.fed, in, want)
 	} else {
-		plans, err = plan.Compute(st.fed, in)
+		plans, err = plan.ComputeOnly(st.fed, in, want)
 		edits = make([]*plan.Edit, len(plans))
 	}
 	if err != nil {
@@ -298,8 +327,14 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 	// can plan the failures it detects (docs/resilience.md).
 	plan.AttachLocal(plans, st.fed, in)
 	st.local = nil
-	if len(plans) > 0 {
+	switch {
+	case len(plans) > 0:
 		if st.local, err = newLocalVersion(plans[0].Local); err != nil {
+			return nil, err
+		}
+	case want != nil:
+		// No plan made here, but lazy ones may be: they carry this.
+		if st.local, err = newLocalVersion(plan.NewLocal(st.fed, in)); err != nil {
 			return nil, err
 		}
 	}
@@ -307,11 +342,7 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 	parallel(len(plans), func(i int) {
 		g := plans[i]
 		made[i].plan = g
-		var old planEntry
-		ok := false
-		if prev != nil {
-			old, ok = prev.plans[g.Name]
-		}
+		old, ok := prevPlans[g.Name]
 		if edits[i] == nil || !ok {
 			made[i].digest = plandelta.NewDigestWithLocal(g, st.local.digest)
 			return
@@ -373,7 +404,12 @@ func (m *Manager) applyLocked(ev store.Event) error {
 		return nil
 	}
 	start := time.Now()
-	next, topics, computed, err := applyEvent(cur, ev, m.cfg.Logf)
+	// Another manager's change: plan the gateways served here (lazy.go).
+	var want func(string) bool
+	if !ev.Reset {
+		want = m.servedNow()
+	}
+	next, topics, computed, err := applyEvent(cur, ev, m.cfg.Logf, want)
 	if err != nil {
 		return err
 	}
@@ -448,8 +484,13 @@ type result struct {
 func preview(u *update, cur *state) (result, error) {
 	next := u.next
 	res := result{old: map[string]plan.Gateway{}, new: map[string]plan.Gateway{}}
+	// The sums stored are every plan's: this manager plans every gateway,
+	// from every plan before.
+	resolveAll(cur)
 	for name, p := range cur.plans {
-		res.old[name] = p.plan
+		if p, ok := p.current(); ok {
+			res.old[name] = p.plan
+		}
 	}
 	var made map[string]computed
 	if samePlannerInputs(cur, next) {
@@ -457,11 +498,13 @@ func preview(u *update, cur *state) (result, error) {
 		// the spec already gives, a rotation request): the plans stay.
 		made = map[string]computed{}
 		for name, p := range cur.plans {
-			made[name] = computed{plan: p.plan, digest: p.digest}
+			if p, ok := p.current(); ok {
+				made[name] = computed{plan: p.plan, digest: p.digest}
+			}
 		}
 	} else {
 		var err error
-		if made, err = computePlans(cur, next); err != nil {
+		if made, err = computePlans(cur, next, nil); err != nil {
 			return res, &planError{err}
 		}
 		res.computed = true

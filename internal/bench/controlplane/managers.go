@@ -34,6 +34,7 @@ type managerProc struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	started time.Time
+	starts  int // how many times start ran
 }
 
 func (m *managerProc) url() string { return "https://" + m.addr }
@@ -57,6 +58,10 @@ func (m *managerProc) start() error {
 	cmd := exec.Command(m.binary, m.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.WaitDelay = 2 * time.Second
+	m.starts++
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s", manager.ProfileEnv, filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", m.name, m.starts))))
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("starting manager %s: %w", m.name, err)
