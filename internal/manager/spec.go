@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -129,10 +130,12 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	parseStart := time.Now()
 	fed, err := spec.Parse([]byte(doc))
 	if err != nil {
 		return invalidSpec(err)
 	}
+	parsed := time.Since(parseStart)
 
 	var base store.Revision // the revision the answer's diff is from
 	same := false
@@ -170,16 +173,27 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 		setETag(w, u.next.rev.Number)
 		m.cfg.Logf("spec revision %d stored; plans changed for %s", u.next.rev.Number, short(res.affected))
 	}
-	return writeJSON(w, http.StatusOK, api.SpecResponse{
+	spans := u.spans
+	spans.parse = parsed
+	t := time.Now()
+	diff := planDiff(res, base.Number, u.next.rev.Number)
+	spans.diff = time.Since(t)
+	t = time.Now()
+	err = writeJSON(w, http.StatusOK, api.SpecResponse{
 		Revision:     u.next.rev.Number,
 		BaseRevision: base.Number,
 		YAML:         doc,
 		Created:      u.next.rev.Created,
 		DryRun:       dry,
 		Changed:      true,
-		Diff:         planDiff(res, base.Number, u.next.rev.Number),
+		Diff:         diff,
 		Affected:     append([]string{}, res.affected...),
 	})
+	spans.answer = time.Since(t)
+	if !dry {
+		m.cfg.Logf("spec revision %d (generation %d): %v", u.next.rev.Number, u.next.gen, spans)
+	}
+	return err
 }
 
 // invalidSpec turns a spec.Parse error into a 422 listing every problem;

@@ -458,6 +458,8 @@ type update struct {
 	dirty map[string]bool
 	// dry makes change only preview (a dry run).
 	dry bool
+	// spans times the parts of the change (see applySpans).
+	spans applySpans
 }
 
 // setGateway stores g in the update.
@@ -486,7 +488,10 @@ func preview(u *update, cur *state) (result, error) {
 	res := result{old: map[string]plan.Gateway{}, new: map[string]plan.Gateway{}}
 	// The sums stored are every plan's: this manager plans every gateway,
 	// from every plan before.
+	t := time.Now()
 	resolveAll(cur)
+	u.spans.resolve = time.Since(t)
+	t = time.Now()
 	for name, p := range cur.plans {
 		if p, ok := p.current(); ok {
 			res.old[name] = p.plan
@@ -509,6 +514,7 @@ func preview(u *update, cur *state) (result, error) {
 		}
 		res.computed = true
 	}
+	u.spans.plan = time.Since(t)
 	gen := cur.gen + 1
 	plans := map[string]planEntry{}
 	for _, name := range slices.Sorted(maps.Keys(made)) {
@@ -545,7 +551,9 @@ func preview(u *update, cur *state) (result, error) {
 		for i, p := range u.change.Plans {
 			names[i] = p.Gateway
 		}
+		t = time.Now()
 		encodeDeltas(next, names)
+		u.spans.deltas = time.Since(t)
 	}
 	for _, name := range slices.Sorted(maps.Keys(u.dirty)) {
 		u.change.Gateways = append(u.change.Gateways, next.gateways[name])
@@ -663,19 +671,28 @@ const (
 // up to maxAttempts times. It returns what the change did to the plans and
 // the update, whose next state the caller may read (not change).
 func (m *Manager) change(ctx context.Context, edit func(u *update) error) (result, *update, error) {
+	locked := time.Now()
 	m.writeMu.Lock()
 	defer m.writeMu.Unlock()
+	var spans applySpans
+	spans.lock = time.Since(locked)
 	for attempt := 1; ; attempt++ {
+		t := time.Now()
 		if err := m.catchUpLocked(ctx); err != nil {
 			return result{}, nil, fmt.Errorf("reading the store: %w", err)
 		}
+		spans.catchUp += time.Since(t)
 		cur := m.snapshot()
 		u := &update{next: cur.clone(), bump: map[string]bool{}, dirty: map[string]bool{}}
+		t = time.Now()
 		if err := edit(u); err != nil {
 			return result{}, u, err
 		}
+		spans.edit += time.Since(t)
 		start := time.Now()
 		res, err := preview(u, cur)
+		spans.resolve, spans.plan, spans.deltas = u.spans.resolve, u.spans.plan, u.spans.deltas
+		u.spans = spans
 		if err != nil || u.dry {
 			return res, u, err
 		}
@@ -685,7 +702,11 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 			len(c.Hosts) == 0 && len(c.DeleteHosts) == 0 {
 			return res, u, nil
 		}
+		t = time.Now()
 		err = m.store.Commit(ctx, c)
+		spans.commit += time.Since(t)
+		spans.attempts = attempt
+		u.spans = spans
 		if errors.Is(err, store.ErrConflict) && attempt < maxAttempts {
 			select {
 			case <-ctx.Done():
@@ -713,7 +734,10 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		for _, name := range c.DeleteHosts {
 			topics = append(topics, hostTopic(name))
 		}
+		t = time.Now()
 		m.publish(u.next, topics, false)
+		u.spans.publish = time.Since(t)
+		u.spans.plans = len(c.Plans)
 		if res.computed {
 			m.planned(took, len(res.new), u.next.gen)
 		}

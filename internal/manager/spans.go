@@ -1,0 +1,43 @@
+package manager
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// applySpans is where the time of one change went, from the API call's
+// start to its answer: logged once per spec change (see putSpec), so that
+// the planning a bench reads from the log can be set against the call.
+type applySpans struct {
+	parse    time.Duration // spec.Parse of the request's document
+	lock     time.Duration // waiting for the write lock (another change running)
+	catchUp  time.Duration // reading the store's changes of other managers
+	edit     time.Duration // the request's own edit of the state
+	resolve  time.Duration // computing lazy plans of the state before
+	plan     time.Duration // computing the plans (and their sums)
+	deltas   time.Duration // encoding the deltas agents are sent
+	commit   time.Duration // the store's transaction (all attempts)
+	publish  time.Duration // making the state current, waking the watches
+	diff     time.Duration // the answer's plan diff
+	answer   time.Duration // encoding and writing the answer
+	attempts int           // store commits tried
+	plans    int           // plans written to the store
+}
+
+// String renders the spans in milliseconds, in the order they happen.
+func (s applySpans) String() string {
+	var b strings.Builder
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"parse", s.parse}, {"lock", s.lock}, {"catch-up", s.catchUp}, {"edit", s.edit},
+		{"resolve", s.resolve}, {"plan", s.plan}, {"deltas", s.deltas}, {"commit", s.commit},
+		{"publish", s.publish}, {"diff", s.diff}, {"answer", s.answer},
+	} {
+		fmt.Fprintf(&b, "%s %.1f ms, ", p.name, float64(p.d.Microseconds())/1000)
+	}
+	fmt.Fprintf(&b, "%d plans stored in %d commit attempts", s.plans, s.attempts)
+	return b.String()
+}
