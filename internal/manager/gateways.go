@@ -178,7 +178,7 @@ func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, st *state, p
 	rotate := st.gateways[p.Gateway].RotateRequested
 	v := variantOf(r, p.plan)
 	lv := st.local
-	if v == withLocal && lv == nil {
+	if v.local() && lv == nil {
 		// Not reached (a state with plans has their Local); be safe.
 		var err error
 		if lv, err = newLocalVersion(p.plan.Local); err != nil {
