@@ -7,9 +7,11 @@ import (
 )
 
 // applySpans is where the time of one change went, from the API call's
-// start to its answer: logged once per spec change (see putSpec), so that
+// start to its answer: logged once per spec change and gateway removal
+// (see logSpans), so that
 // the planning a bench reads from the log can be set against the call.
 type applySpans struct {
+	read     time.Duration // reading the request's body
 	parse    time.Duration // spec.Parse of the request's document
 	lock     time.Duration // waiting for the write lock (another change running)
 	catchUp  time.Duration // reading the store's changes of other managers
@@ -21,8 +23,15 @@ type applySpans struct {
 	publish  time.Duration // making the state current, waking the watches
 	diff     time.Duration // the answer's plan diff
 	answer   time.Duration // encoding and writing the answer
+	handler  time.Duration // all of the above, from the handler's start
 	attempts int           // store commits tried
 	plans    int           // plans written to the store
+}
+
+// logSpans logs where the time of the change of generation gen (what
+// names it) went.
+func (m *Manager) logSpans(gen int64, what string, s applySpans) {
+	m.cfg.Logf("change of generation %d (%s): %v", gen, what, s)
 }
 
 // String renders the spans in milliseconds, in the order they happen.
@@ -32,9 +41,9 @@ func (s applySpans) String() string {
 		name string
 		d    time.Duration
 	}{
-		{"parse", s.parse}, {"lock", s.lock}, {"catch-up", s.catchUp}, {"edit", s.edit},
+		{"read", s.read}, {"parse", s.parse}, {"lock", s.lock}, {"catch-up", s.catchUp}, {"edit", s.edit},
 		{"resolve", s.resolve}, {"plan", s.plan}, {"deltas", s.deltas}, {"commit", s.commit},
-		{"publish", s.publish}, {"diff", s.diff}, {"answer", s.answer},
+		{"publish", s.publish}, {"diff", s.diff}, {"answer", s.answer}, {"handler", s.handler},
 	} {
 		fmt.Fprintf(&b, "%s %.1f ms, ", p.name, float64(p.d.Microseconds())/1000)
 	}

@@ -95,6 +95,7 @@ func noSpec() error {
 // another. A spec equal to the current one is answered 200 unchanged even
 // then: nothing would be reverted.
 func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
+	began := time.Now()
 	if err := checkQuery(r, "dryRun"); err != nil {
 		return err
 	}
@@ -109,10 +110,12 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	readStart := time.Now()
 	data, err := readBody(w, r)
 	if err != nil {
 		return err
 	}
+	read := time.Since(readStart)
 	var doc string
 	if mt == "application/json" {
 		var req api.SpecRequest
@@ -174,7 +177,7 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 		m.cfg.Logf("spec revision %d stored; plans changed for %s", u.next.rev.Number, short(res.affected))
 	}
 	spans := u.spans
-	spans.parse = parsed
+	spans.read, spans.parse = read, parsed
 	t := time.Now()
 	diff := planDiff(res, base.Number, u.next.rev.Number)
 	spans.diff = time.Since(t)
@@ -190,8 +193,9 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 		Affected:     append([]string{}, res.affected...),
 	})
 	spans.answer = time.Since(t)
+	spans.handler = time.Since(began)
 	if !dry {
-		m.cfg.Logf("spec revision %d (generation %d): %v", u.next.rev.Number, u.next.gen, spans)
+		m.logSpans(u.next.gen, fmt.Sprintf("spec revision %d", u.next.rev.Number), spans)
 	}
 	return err
 }
