@@ -18,9 +18,9 @@ type applySpans struct {
 	edit     time.Duration // the request's own edit of the state
 	resolve  time.Duration // computing lazy plans of the state before
 	plan     time.Duration // computing the plans (and their sums)
-	deltas   time.Duration // encoding the deltas agents are sent
 	commit   time.Duration // the store's transaction (all attempts)
 	publish  time.Duration // making the state current, waking the watches
+	deltas   time.Duration // encoding the deltas agents are sent (after publish)
 	diff     time.Duration // the answer's plan diff
 	answer   time.Duration // encoding and writing the answer
 	handler  time.Duration // all of the above, from the handler's start
@@ -42,8 +42,8 @@ func (s applySpans) String() string {
 		d    time.Duration
 	}{
 		{"read", s.read}, {"parse", s.parse}, {"lock", s.lock}, {"catch-up", s.catchUp}, {"edit", s.edit},
-		{"resolve", s.resolve}, {"plan", s.plan}, {"deltas", s.deltas}, {"commit", s.commit},
-		{"publish", s.publish}, {"diff", s.diff}, {"answer", s.answer}, {"handler", s.handler},
+		{"resolve", s.resolve}, {"plan", s.plan}, {"commit", s.commit},
+		{"publish", s.publish}, {"deltas", s.deltas}, {"diff", s.diff}, {"answer", s.answer}, {"handler", s.handler},
 	} {
 		fmt.Fprintf(&b, "%s %.1f ms, ", p.name, float64(p.d.Microseconds())/1000)
 	}

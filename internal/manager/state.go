@@ -45,9 +45,8 @@ type planEntry struct {
 	digest plandelta.Digest
 	// prevGen is the generation of the version before, which this
 	// manager held (0: none, as after a start); answers holds the delta
-	// from it. prev is that version until the delta is made (see
+	// from it (and that version until the delta is made: see
 	// encodeDeltas).
-	prev    *plan.Gateway
 	prevGen int64
 	// answers caches what is sent for this version; shared by the copies
 	// of the entry in later states.
@@ -58,13 +57,16 @@ type planEntry struct {
 }
 
 // encodeDeltas encodes, for the plans named that follow a version this
-// manager held, the delta from that version (on every CPU), then lets go
+// manager held, the delta from that version (on every CPU), which lets go
 // of the version before: a thousand of them would double the memory the
-// plans take, for nothing.
+// plans take, for nothing. It does not change st, and is called once st
+// is published: the watches that come first make their own delta (each
+// answer's is made once, by whoever asks first), so that no agent waits
+// for the thousand deltas to be encoded before the change is committed.
 func encodeDeltas(st *state, names []string) {
 	var todo []planEntry
 	for _, n := range names {
-		if e, ok := st.plans[n]; ok && e.prev != nil {
+		if e, ok := st.plans[n]; ok && e.prevGen != 0 {
 			todo = append(todo, e)
 		}
 	}
@@ -73,10 +75,6 @@ func encodeDeltas(st *state, names []string) {
 		// Encoded ahead in the variant agents of this version take.
 		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withPatches, st.local)
 	})
-	for _, e := range todo {
-		e.prev = nil
-		st.plans[e.Gateway] = e
-	}
 	if st.local != nil {
 		st.local.forgetBases()
 	}
@@ -93,7 +91,7 @@ func newEntry(p store.Plan, c computed, old planEntry, hadOld bool) planEntry {
 	}
 	if hadOld && old.Generation < p.Generation {
 		prev := old.plan
-		e.prev, e.prevGen = &prev, old.Generation
+		e.prevGen = old.Generation
 		e.answers.prev, e.answers.prevAnswers, e.answers.made = &prev, old.answers, c.delta
 	}
 	return e
@@ -265,11 +263,6 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 			next.plans[name] = e
 		}
 	}
-	var changed []string
-	for _, p := range ev.Plans {
-		changed = append(changed, p.Gateway)
-	}
-	encodeDeltas(next, changed)
 	if len(differ) > 0 && logf != nil {
 		slices.Sort(differ)
 		logf("warning: the plans of %d gateways (%v) computed here differ from those the manager that stored generation %d computed; is another fednet version on the store?",
@@ -417,6 +410,11 @@ func (m *Manager) applyLocked(ev store.Event) error {
 		m.planned(time.Since(start), len(next.plans), next.gen)
 	}
 	m.publish(next, topics, ev.Reset)
+	changed := make([]string, len(ev.Plans))
+	for i, p := range ev.Plans {
+		changed[i] = p.Gateway
+	}
+	encodeDeltas(next, changed)
 	return nil
 }
 
@@ -546,15 +544,6 @@ func preview(u *update, cur *state) (result, error) {
 	next.plans = plans
 	next.gen = gen
 	u.change.Generation = gen
-	if !u.dry {
-		names := make([]string, len(u.change.Plans))
-		for i, p := range u.change.Plans {
-			names[i] = p.Gateway
-		}
-		t = time.Now()
-		encodeDeltas(next, names)
-		u.spans.deltas = time.Since(t)
-	}
 	for _, name := range slices.Sorted(maps.Keys(u.dirty)) {
 		u.change.Gateways = append(u.change.Gateways, next.gateways[name])
 	}
@@ -691,7 +680,7 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		spans.edit += time.Since(t)
 		start := time.Now()
 		res, err := preview(u, cur)
-		spans.resolve, spans.plan, spans.deltas = u.spans.resolve, u.spans.plan, u.spans.deltas
+		spans.resolve, spans.plan = u.spans.resolve, u.spans.plan
 		u.spans = spans
 		if err != nil || u.dry {
 			return res, u, err
@@ -738,6 +727,13 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		m.publish(u.next, topics, false)
 		u.spans.publish = time.Since(t)
 		u.spans.plans = len(c.Plans)
+		t = time.Now()
+		names := make([]string, len(c.Plans))
+		for i, p := range c.Plans {
+			names[i] = p.Gateway
+		}
+		encodeDeltas(u.next, names)
+		u.spans.deltas = time.Since(t)
 		if res.computed {
 			m.planned(took, len(res.new), u.next.gen)
 		}
