@@ -178,7 +178,7 @@ func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, st *state, p
 	rotate := st.gateways[p.Gateway].RotateRequested
 	v := variantOf(r, p.plan)
 	lv := st.local
-	if v == withLocal && lv == nil {
+	if v.local() && lv == nil {
 		// Not reached (a state with plans has their Local); be safe.
 		var err error
 		if lv, err = newLocalVersion(p.plan.Local); err != nil {
@@ -451,6 +451,7 @@ func (m *Manager) deleteGateway(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
+	began := time.Now()
 	name := r.PathValue("name")
 	already := false
 	res, u, err := m.change(r.Context(), func(u *update) error {
@@ -473,10 +474,17 @@ func (m *Manager) deleteGateway(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !already {
-		m.cfg.Logf("gateway %s removed; plans changed for %s", name, short(res.affected))
+	if already {
+		return m.writeGateway(w, r, u.next, name)
 	}
-	return m.writeGateway(w, r, u.next, name)
+	m.cfg.Logf("gateway %s removed; plans changed for %s", name, short(res.affected))
+	t := time.Now()
+	err = m.writeGateway(w, r, u.next, name)
+	spans := u.spans
+	spans.answer = time.Since(t)
+	spans.handler = time.Since(began)
+	m.logSpans(u.next.gen, "gateway "+name+" removed", spans)
+	return err
 }
 
 // writeGateway answers with the read model of gateway name.

@@ -45,9 +45,8 @@ type planEntry struct {
 	digest plandelta.Digest
 	// prevGen is the generation of the version before, which this
 	// manager held (0: none, as after a start); answers holds the delta
-	// from it. prev is that version until the delta is made (see
+	// from it (and that version until the delta is made: see
 	// encodeDeltas).
-	prev    *plan.Gateway
 	prevGen int64
 	// answers caches what is sent for this version; shared by the copies
 	// of the entry in later states.
@@ -58,25 +57,24 @@ type planEntry struct {
 }
 
 // encodeDeltas encodes, for the plans named that follow a version this
-// manager held, the delta from that version (on every CPU), then lets go
+// manager held, the delta from that version (on every CPU), which lets go
 // of the version before: a thousand of them would double the memory the
-// plans take, for nothing.
+// plans take, for nothing. It does not change st, and is called once st
+// is published: the watches that come first make their own delta (each
+// answer's is made once, by whoever asks first), so that no agent waits
+// for the thousand deltas to be encoded before the change is committed.
 func encodeDeltas(st *state, names []string) {
 	var todo []planEntry
 	for _, n := range names {
-		if e, ok := st.plans[n]; ok && e.prev != nil {
+		if e, ok := st.plans[n]; ok && e.prevGen != 0 {
 			todo = append(todo, e)
 		}
 	}
 	parallel(len(todo), func(i int) {
 		e := todo[i]
 		// Encoded ahead in the variant agents of this version take.
-		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withLocal, st.local)
+		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withPatches, st.local)
 	})
-	for _, e := range todo {
-		e.prev = nil
-		st.plans[e.Gateway] = e
-	}
 	if st.local != nil {
 		st.local.forgetBases()
 	}
@@ -93,7 +91,7 @@ func newEntry(p store.Plan, c computed, old planEntry, hadOld bool) planEntry {
 	}
 	if hadOld && old.Generation < p.Generation {
 		prev := old.plan
-		e.prev, e.prevGen = &prev, old.Generation
+		e.prevGen = old.Generation
 		e.answers.prev, e.answers.prevAnswers, e.answers.made = &prev, old.answers, c.delta
 	}
 	return e
@@ -265,11 +263,6 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 			next.plans[name] = e
 		}
 	}
-	var changed []string
-	for _, p := range ev.Plans {
-		changed = append(changed, p.Gateway)
-	}
-	encodeDeltas(next, changed)
 	if len(differ) > 0 && logf != nil {
 		slices.Sort(differ)
 		logf("warning: the plans of %d gateways (%v) computed here differ from those the manager that stored generation %d computed; is another fednet version on the store?",
@@ -417,6 +410,11 @@ func (m *Manager) applyLocked(ev store.Event) error {
 		m.planned(time.Since(start), len(next.plans), next.gen)
 	}
 	m.publish(next, topics, ev.Reset)
+	changed := make([]string, len(ev.Plans))
+	for i, p := range ev.Plans {
+		changed[i] = p.Gateway
+	}
+	encodeDeltas(next, changed)
 	return nil
 }
 
@@ -458,6 +456,8 @@ type update struct {
 	dirty map[string]bool
 	// dry makes change only preview (a dry run).
 	dry bool
+	// spans times the parts of the change (see applySpans).
+	spans applySpans
 }
 
 // setGateway stores g in the update.
@@ -486,7 +486,10 @@ func preview(u *update, cur *state) (result, error) {
 	res := result{old: map[string]plan.Gateway{}, new: map[string]plan.Gateway{}}
 	// The sums stored are every plan's: this manager plans every gateway,
 	// from every plan before.
+	t := time.Now()
 	resolveAll(cur)
+	u.spans.resolve = time.Since(t)
+	t = time.Now()
 	for name, p := range cur.plans {
 		if p, ok := p.current(); ok {
 			res.old[name] = p.plan
@@ -509,6 +512,7 @@ func preview(u *update, cur *state) (result, error) {
 		}
 		res.computed = true
 	}
+	u.spans.plan = time.Since(t)
 	gen := cur.gen + 1
 	plans := map[string]planEntry{}
 	for _, name := range slices.Sorted(maps.Keys(made)) {
@@ -540,13 +544,6 @@ func preview(u *update, cur *state) (result, error) {
 	next.plans = plans
 	next.gen = gen
 	u.change.Generation = gen
-	if !u.dry {
-		names := make([]string, len(u.change.Plans))
-		for i, p := range u.change.Plans {
-			names[i] = p.Gateway
-		}
-		encodeDeltas(next, names)
-	}
 	for _, name := range slices.Sorted(maps.Keys(u.dirty)) {
 		u.change.Gateways = append(u.change.Gateways, next.gateways[name])
 	}
@@ -663,19 +660,28 @@ const (
 // up to maxAttempts times. It returns what the change did to the plans and
 // the update, whose next state the caller may read (not change).
 func (m *Manager) change(ctx context.Context, edit func(u *update) error) (result, *update, error) {
+	locked := time.Now()
 	m.writeMu.Lock()
 	defer m.writeMu.Unlock()
+	var spans applySpans
+	spans.lock = time.Since(locked)
 	for attempt := 1; ; attempt++ {
+		t := time.Now()
 		if err := m.catchUpLocked(ctx); err != nil {
 			return result{}, nil, fmt.Errorf("reading the store: %w", err)
 		}
+		spans.catchUp += time.Since(t)
 		cur := m.snapshot()
 		u := &update{next: cur.clone(), bump: map[string]bool{}, dirty: map[string]bool{}}
+		t = time.Now()
 		if err := edit(u); err != nil {
 			return result{}, u, err
 		}
+		spans.edit += time.Since(t)
 		start := time.Now()
 		res, err := preview(u, cur)
+		spans.resolve, spans.plan = u.spans.resolve, u.spans.plan
+		u.spans = spans
 		if err != nil || u.dry {
 			return res, u, err
 		}
@@ -685,7 +691,11 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 			len(c.Hosts) == 0 && len(c.DeleteHosts) == 0 {
 			return res, u, nil
 		}
+		t = time.Now()
 		err = m.store.Commit(ctx, c)
+		spans.commit += time.Since(t)
+		spans.attempts = attempt
+		u.spans = spans
 		if errors.Is(err, store.ErrConflict) && attempt < maxAttempts {
 			select {
 			case <-ctx.Done():
@@ -713,7 +723,17 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		for _, name := range c.DeleteHosts {
 			topics = append(topics, hostTopic(name))
 		}
+		t = time.Now()
 		m.publish(u.next, topics, false)
+		u.spans.publish = time.Since(t)
+		u.spans.plans = len(c.Plans)
+		t = time.Now()
+		names := make([]string, len(c.Plans))
+		for i, p := range c.Plans {
+			names[i] = p.Gateway
+		}
+		encodeDeltas(u.next, names)
+		u.spans.deltas = time.Since(t)
 		if res.computed {
 			m.planned(took, len(res.new), u.next.gen)
 		}

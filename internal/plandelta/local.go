@@ -70,8 +70,21 @@ func SumLocal(l *plan.Local) [sha256.Size]byte {
 // DiffLocal returns the LocalDelta from old to new, or false when either
 // has no federation or names a network twice (then send the whole plan).
 // Its cost is one encoding of both (the caller shares the result between
-// plans).
+// plans). Entries that changed in a few fields are patched (Edit.Patch):
+// send it only to an agent that announces it applies patches
+// (api.PlanFeaturePatch); see DiffLocalWhole.
 func DiffLocal(old, new *plan.Local) (*LocalDelta, bool) {
+	return diffLocal(old, new, true)
+}
+
+// DiffLocalWhole is DiffLocal without patches: an entry that changed is
+// inserted whole, as agents that do not announce api.PlanFeaturePatch
+// (which ignore Edit.Patch) rebuild the Local.
+func DiffLocalWhole(old, new *plan.Local) (*LocalDelta, bool) {
+	return diffLocal(old, new, false)
+}
+
+func diffLocal(old, new *plan.Local, patches bool) (*LocalDelta, bool) {
 	if old == nil || new == nil || old.Federation == nil || new.Federation == nil {
 		return nil, false
 	}
@@ -84,19 +97,19 @@ func DiffLocal(old, new *plan.Local) (*LocalDelta, bool) {
 	}
 	d := &LocalDelta{Federation: *new.Federation}
 	d.Federation.Sites, d.Federation.Networks, d.Federation.Topology.Links = nil, nil, nil
-	d.Sites = diffEdits(old.Federation.Sites, new.Federation.Sites)
-	d.Networks = diffEdits(withoutSites(old.Federation.Networks), withoutSites(new.Federation.Networks))
+	d.Sites = diffEdits(old.Federation.Sites, new.Federation.Sites, patches)
+	d.Networks = diffEdits(withoutSites(old.Federation.Networks), withoutSites(new.Federation.Networks), patches)
 	for _, n := range new.Federation.Networks {
 		if encode(n.Sites) != encode(oldSites[n.Name]) {
 			if d.NetworkSites == nil {
 				d.NetworkSites = map[string]Edits[string]{}
 			}
-			d.NetworkSites[n.Name] = diffEdits(oldSites[n.Name], n.Sites)
+			d.NetworkSites[n.Name] = diffEdits(oldSites[n.Name], n.Sites, patches)
 		}
 	}
-	d.Links = diffEdits(old.Federation.Topology.Links, new.Federation.Topology.Links)
-	d.Hosts = diffEdits(old.Hosts, new.Hosts)
-	d.Removed = diffEdits(old.Removed, new.Removed)
+	d.Links = diffEdits(old.Federation.Topology.Links, new.Federation.Topology.Links, patches)
+	d.Hosts = diffEdits(old.Hosts, new.Hosts, patches)
+	d.Removed = diffEdits(old.Removed, new.Removed, patches)
 	d.PublicKeys, d.PublicKeysGone = diffMap(old.PublicKeys, new.PublicKeys)
 	d.Active, d.ActiveGone = diffMap(old.Active, new.Active)
 	return d, true
@@ -194,9 +207,9 @@ type Edit[T any] struct {
 // equals (as JSON) the entry of old after the one copied or patched last
 // extends the run copied; one equal to another entry of old starts a run
 // there; one that differs from the entry of old after the last one in a
-// few fields (a Patch smaller than the entry) patches it; any other is
-// inserted.
-func diffEdits[T any](old, new []T) Edits[T] {
+// few fields (a Patch smaller than the entry) patches it, when patches is
+// set; any other is inserted.
+func diffEdits[T any](old, new []T, patches bool) Edits[T] {
 	if new == nil {
 		return Edits[T]{Nil: true}
 	}
@@ -230,7 +243,7 @@ func diffEdits[T any](old, new []T) Edits[T] {
 			next = i + 1
 			continue
 		}
-		if next < len(old) {
+		if patches && next < len(old) {
 			if p, ok := diffPatch(old[next], x); ok && len(encode(p)) < len(js) {
 				if last != nil && len(last.Insert) == 0 && last.From+last.Count+len(last.Patch) == next {
 					if prev := lastPatch(last.Patch); prev != nil && encode(prev) == encode(p) {

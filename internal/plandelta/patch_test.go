@@ -35,12 +35,7 @@ func gzipped(t *testing.T, v any) int {
 // plans rebuilt from it are exact.
 func TestLocalDeltaOfNetworkAdded(t *testing.T) {
 	const n = 300
-	var names []string
-	for i := range n {
-		names = append(names, fmt.Sprintf("s%03d", i))
-	}
-	oldF := federation(t, n, nil, "")
-	newF := federation(t, n, nil, "  - {name: lan, id: 100, mode: bridged, subnet: 192.168.0.0/16, sites: ["+strings.Join(names, ", ")+"]}\n")
+	oldF, newF := bridgedOverAll(t, n)
 	old, new := plan.NewLocal(oldF, plan.Inputs{}), plan.NewLocal(newF, plan.Inputs{})
 	d, ok := plandelta.DiffLocal(old, new)
 	if !ok {
@@ -61,6 +56,18 @@ func TestLocalDeltaOfNetworkAdded(t *testing.T) {
 		dd, _ := roundTrip(t, gw, oldPlans[gw], newPlans[gw])
 		checkDigest(t, gw, oldPlans[gw], newPlans[gw], dd)
 	}
+}
+
+// bridgedOverAll returns a federation of n sites and the same with a
+// bridged network added over every site.
+func bridgedOverAll(t *testing.T, n int) (before, after *spec.Federation) {
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("s%03d", i))
+	}
+	before = federation(t, n, nil, "")
+	after = federation(t, n, nil, "  - {name: lan, id: 100, mode: bridged, subnet: 192.168.0.0/16, sites: ["+strings.Join(names, ", ")+"]}\n")
+	return before, after
 }
 
 // TestPatchRoundTrip: for random edits of the fields of random sites of a
@@ -211,5 +218,45 @@ func TestPatchMismatch(t *testing.T) {
 		if js(t, a) != js(t, localPlans(t, federation(t, 10, nil, ""), plan.Inputs{})["g001"]) {
 			t.Fatalf("%s: the failed Apply changed its base", name)
 		}
+	}
+}
+
+// TestLocalDeltaWholeHasNoPatch: DiffLocalWhole of a bridged network added
+// over every site sends every site whole (no "patch" anywhere in its JSON,
+// which an agent not announcing patches would ignore), and a plan rebuilt
+// from it, with the patches stripped as such an agent drops them, is
+// exact.
+func TestLocalDeltaWholeHasNoPatch(t *testing.T) {
+	oldF, newF := bridgedOverAll(t, 50)
+	oldPlans, newPlans := localPlans(t, oldF, plan.Inputs{}), localPlans(t, newF, plan.Inputs{})
+	gw := "g007"
+	from, want := oldPlans[gw], newPlans[gw]
+	local, ok := plandelta.DiffLocalWhole(from.Local, want.Local)
+	if !ok {
+		t.Fatal("no delta")
+	}
+	wire := js(t, local)
+	if strings.Contains(wire, `"patch"`) {
+		t.Fatalf("a Local delta without patches carries one: %.300s", wire)
+	}
+	if patched, _ := plandelta.DiffLocal(from.Local, want.Local); !strings.Contains(js(t, patched), `"patch"`) {
+		t.Fatal("the same change with patches has none: the test no longer tests the difference")
+	}
+	d := plandelta.DiffKeyed(from, want, plandelta.Sum(want), local)
+	var back plandelta.Delta
+	if err := json.Unmarshal([]byte(js(t, d)), &back); err != nil {
+		t.Fatal(err)
+	}
+	// An agent that does not know patches never sees any: drop what it
+	// would ignore, to be sure none was needed.
+	for i := range back.Local.Sites.Ops {
+		back.Local.Sites.Ops[i].Patch = nil
+	}
+	got, err := plandelta.Apply(from, back)
+	if err != nil {
+		t.Fatalf("applying the delta without patches: %v", err)
+	}
+	if js(t, got) != js(t, want) {
+		t.Fatalf("rebuilt plan differs:\n got %.300s\nwant %.300s", js(t, got), js(t, want))
 	}
 }

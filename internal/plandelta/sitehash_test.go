@@ -40,7 +40,7 @@ func BenchmarkApplyRepeatedPatch(b *testing.B) {
 		n.Gateways[0].BridgePorts = map[string]string{"lan": "eth1"}
 		new = append(new, n)
 	}
-	e := diffEdits(old, new)
+	e := diffEdits(old, new, true)
 	if len(e.Ops) != 1 || len(e.Ops[0].Patch) != 1000 {
 		b.Fatalf("edits %+v", e.Ops)
 	}

@@ -134,8 +134,13 @@ type Change struct {
 	P50Ms float64 `json:"p50Ms"`
 	P99Ms float64 `json:"p99Ms"`
 	MaxMs float64 `json:"maxMs"`
-	// APIMs is how long the API call took.
-	APIMs float64 `json:"apiMs"`
+	// APIMs is how long the API call took; APISpansMs where the time of
+	// it went in the manager, by part (the manager's log line of the
+	// change: read, parse, lock, catch-up, edit, resolve, plan, deltas,
+	// commit, publish, diff, answer, and handler, the sum). Agents get the
+	// change at publish.
+	APIMs      float64            `json:"apiMs"`
+	APISpansMs map[string]float64 `json:"apiSpansMs,omitempty"`
 	// Bytes the managers sent to the agents (TLS included), until every
 	// affected agent had its plan and had reported it.
 	Bytes int64 `json:"bytes"`
@@ -668,6 +673,9 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 	var gen int64
 	for _, g := range target {
 		gen = max(gen, g)
+	}
+	if len(r.managers) > 0 {
+		c.APISpansMs = applySpans(r.managers[0].log)[gen]
 	}
 	for i, m := range r.managers {
 		if t, ok := plannings(m.log)[gen]; ok {

@@ -261,6 +261,33 @@ func plannings(logPath string) map[int64]float64 {
 	return out
 }
 
+// spansLine is the manager's log line of where a spec change's time
+// went; spanPart one part of it.
+var (
+	spansLine = regexp.MustCompile(`change of generation (\d+) \([^)]*\): (.*)`)
+	spanPart  = regexp.MustCompile(`([a-z-]+) ([0-9.]+) ms`)
+)
+
+// applySpans returns, from a manager's log, where the time of each change
+// it made went (see manager logSpans), by generation, in milliseconds by
+// part.
+func applySpans(logPath string) map[int64]map[string]float64 {
+	out := map[int64]map[string]float64{}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return out
+	}
+	for _, m := range spansLine.FindAllStringSubmatch(string(data), -1) {
+		gen, _ := strconv.ParseInt(m[1], 10, 64)
+		parts := map[string]float64{}
+		for _, p := range spanPart.FindAllStringSubmatch(m[2], -1) {
+			parts[p[1]], _ = strconv.ParseFloat(p[2], 64)
+		}
+		out[gen] = parts
+	}
+	return out
+}
+
 // group runs f on every manager at once and waits.
 func group(ms []*managerProc, f func(*managerProc)) {
 	var wg sync.WaitGroup
