@@ -49,6 +49,11 @@ const (
 	// the agent plans failures with) and, in deltas, their change
 	// (plandelta.LocalDelta).
 	PlanFeatureLocal = "local"
+	// PlanFeaturePatch: with PlanFeatureLocal, the Local's deltas may
+	// patch the fields of an entry that changed (plandelta.Edit's patch)
+	// instead of sending the entry whole. An agent that announces local
+	// alone gets entries whole, as before patches existed.
+	PlanFeaturePatch = "patch"
 )
 
 // Authentication: every call but enrollment and /openapi.yaml carries

@@ -153,7 +153,7 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 	// header sends sums of version 1.
 	features := http.Header{plandelta.SumHeader: {strconv.Itoa(plandelta.SumVersion)}}
 	if !c.noLocal {
-		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal)
+		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal+","+api.PlanFeaturePatch)
 	}
 	changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, delta, features, &out)
 	if !changed || err != nil {

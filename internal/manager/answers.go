@@ -58,25 +58,42 @@ func (m *Manager) planned(d time.Duration, n int, gen int64) {
 const gzipAbove = 1 << 10
 
 // variant is the form of a plan a watch takes: bare (without the plan's
-// Local) unless the request announces api.PlanFeatureLocal.
+// Local) unless the request announces api.PlanFeatureLocal; with it, the
+// Local's deltas patch changed entries by field only when the request
+// also announces api.PlanFeaturePatch.
 type variant int
 
 const (
-	bare variant = iota
-	withLocal
+	bare        variant = iota
+	withLocal           // the Local; its deltas send changed entries whole
+	withPatches         // the Local; its deltas patch changed entries
+	variants            // the number of variants
 )
+
+// local reports whether v carries the plan's Local.
+func (v variant) local() bool { return v != bare }
 
 // variantOf returns the variant r announces it takes of a plan p.
 func variantOf(r *http.Request, p plan.Gateway) variant {
 	if p.Local == nil {
 		return bare
 	}
+	var local, patch bool
 	for _, v := range r.Header.Values(api.HeaderPlanFeatures) {
 		for _, f := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(f), api.PlanFeatureLocal) {
-				return withLocal
+			switch f = strings.TrimSpace(f); {
+			case strings.EqualFold(f, api.PlanFeatureLocal):
+				local = true
+			case strings.EqualFold(f, api.PlanFeaturePatch):
+				patch = true
 			}
 		}
+	}
+	switch {
+	case local && patch:
+		return withPatches
+	case local:
+		return withLocal
 	}
 	return bare
 }
@@ -95,7 +112,15 @@ type localVersion struct {
 	digest *plandelta.LocalDigest
 
 	mu     sync.Mutex
-	deltas map[*plan.Local]*localDelta // by base; nil: none can be made
+	deltas map[localBase]*localDelta // nil: none can be made
+}
+
+// localBase names a delta to a Local: the Local it is from, and whether
+// it patches entries (plandelta.DiffLocal) or sends them whole
+// (plandelta.DiffLocalWhole).
+type localBase struct {
+	from    *plan.Local
+	patches bool
 }
 
 // localDelta is the delta from one Local to another, with its JSON and
@@ -115,24 +140,30 @@ func newLocalVersion(l *plan.Local) (*localVersion, error) {
 	return &localVersion{local: l, json: js, gz: gzipMember(js), sum: sum, digest: plandelta.NewLocalDigest(l)}, nil
 }
 
-// deltaFrom returns the delta from base to lv's Local, made and encoded
-// at the first call for base; nil when none can be made.
-func (lv *localVersion) deltaFrom(base *plan.Local) *localDelta {
+// deltaFrom returns the delta from base to lv's Local, patching entries
+// when patches is set, made and encoded at the first call for base and
+// patches; nil when none can be made.
+func (lv *localVersion) deltaFrom(base *plan.Local, patches bool) *localDelta {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
-	if d, ok := lv.deltas[base]; ok {
+	key := localBase{base, patches}
+	if d, ok := lv.deltas[key]; ok {
 		return d
 	}
+	diff := plandelta.DiffLocalWhole
+	if patches {
+		diff = plandelta.DiffLocal
+	}
 	var out *localDelta
-	if d, ok := plandelta.DiffLocal(base, lv.local); ok {
+	if d, ok := diff(base, lv.local); ok {
 		if js, err := json.Marshal(d); err == nil {
 			out = &localDelta{delta: d, json: js, gz: gzipMember(js)}
 		}
 	}
 	if lv.deltas == nil {
-		lv.deltas = map[*plan.Local]*localDelta{}
+		lv.deltas = map[localBase]*localDelta{}
 	}
-	lv.deltas[base] = out
+	lv.deltas[key] = out
 	return out
 }
 
@@ -172,21 +203,24 @@ type answers struct {
 	fullBody, fullZ []byte
 	planEnd         int
 	headZ, tailZ    []byte
-	// planDelta is the delta from prev without Local and sum, localDelta
-	// the Local's (nil: none); both nil when no delta can be made.
-	deltaDone  bool
-	planDelta  *plandelta.Delta
-	localDelta *localDelta
+	// planDelta is the delta from prev without Local and sum (nil when no
+	// delta can be made); localDeltas the Local's, by variant, made at the
+	// first watch of the variant from prevLocal (nil: none).
+	deltaDone   bool
+	planDelta   *plandelta.Delta
+	prevLocal   *plan.Local
+	localDeltas [variants]*localDelta
+	localDone   [variants]bool
 	// deltaBody and deltaZ are the pieces of the delta answer (and of it
 	// gzipped), by variant: with Local, the Local's delta is a piece of
 	// its own, shared by every answer.
-	deltaBody [2][][]byte
-	deltaZ    [2][][]byte
+	deltaBody [variants][][]byte
+	deltaZ    [variants][][]byte
 }
 
 // full returns the pieces of the whole plan's answer in variant v and the
 // pieces of its gzipped form (nil when small). lv is the Local of the
-// plan's version, used for withLocal.
+// plan's version, used for the variants with Local.
 func (a *answers) full(p planEntry, rotate int, v variant, lv *localVersion) ([][]byte, [][]byte, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -256,11 +290,20 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 				a.planDelta = &d
 			}
 		}
-		if a.planDelta != nil && p.plan.Local != nil && lv != nil {
-			a.localDelta = lv.deltaFrom(prev.Local)
+		if a.planDelta != nil && p.plan.Local != nil {
+			a.prevLocal = prev.Local
 		}
 	}
-	if a.planDelta == nil || v == withLocal && a.localDelta == nil {
+	if a.planDelta == nil {
+		return nil, nil
+	}
+	if v.local() && !a.localDone[v] {
+		a.localDone[v] = true
+		if a.prevLocal != nil && lv != nil {
+			a.localDeltas[v] = lv.deltaFrom(a.prevLocal, v == withPatches)
+		}
+	}
+	if v.local() && a.localDeltas[v] == nil {
 		return nil, nil
 	}
 	if a.deltaBody[v] == nil {
@@ -268,7 +311,7 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 		// Local it is made from the digest without hashing the lists.
 		d := *a.planDelta
 		d.SumVersion = plandelta.SumVersion
-		if v == withLocal {
+		if v.local() {
 			d.Sum = hex.EncodeToString(p.Sum[:])
 		} else {
 			bare := p.digest.Bare(p.plan)
@@ -288,8 +331,8 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 			// delta goes before, as a piece of its own.
 			head = append(append(head, js[:len(js)-1]...), `,"local":`...)
 			tail = append([]byte{'}'}, tail...)
-			a.deltaBody[v] = [][]byte{head, a.localDelta.json, tail}
-			a.deltaZ[v] = [][]byte{gzipMember(head), a.localDelta.gz, gzipMember(tail)}
+			a.deltaBody[v] = [][]byte{head, a.localDeltas[v].json, tail}
+			a.deltaZ[v] = [][]byte{gzipMember(head), a.localDeltas[v].gz, gzipMember(tail)}
 		}
 	}
 	return a.deltaBody[v], a.deltaZ[v]
@@ -309,7 +352,7 @@ func (a *answers) reset(rotate int) {
 		// encoded before the gateway's record is final): encode again.
 		a.rotate = rotate
 		// The deltas are encoded again from what they were made of.
-		a.deltaBody, a.deltaZ = [2][][]byte{}, [2][][]byte{}
+		a.deltaBody, a.deltaZ = [variants][][]byte{}, [variants][][]byte{}
 		a.fullBody, a.fullZ, a.headZ, a.tailZ = nil, nil, nil, nil
 	}
 }

@@ -129,7 +129,10 @@ func (m *Manager) postBandwidth(w http.ResponseWriter, r *http.Request) error {
 	}
 	from := r.PathValue("name")
 	st := m.snapshot()
-	p, ok := st.plans[from]
+	p, ok, err := st.entry(from)
+	if err != nil {
+		return err
+	}
 	if !ok {
 		return noPlan(st, from)
 	}

@@ -55,8 +55,11 @@ func (s *consoleSource) Snapshot(ctx context.Context) (console.Snapshot, error) 
 		return console.Snapshot{}, err
 	}
 	plans := make(map[string]plan.Gateway, len(st.plans))
+	resolveAll(st)
 	for name, p := range st.plans {
-		plans[name] = p.plan
+		if p, ok := p.current(); ok {
+			plans[name] = p.plan
+		}
 	}
 	now := s.m.now()
 	snap := console.Snapshot{

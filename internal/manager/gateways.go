@@ -34,7 +34,11 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 	}
 	name := r.PathValue("name")
 	return m.watch(w, r, wp, func(st *state) (int64, []string, func() error, error) {
-		p, ok := st.plans[name]
+		m.attach(name)
+		p, ok, err := st.entry(name)
+		if err != nil {
+			return 0, nil, nil, err
+		}
 		if !ok {
 			return 0, nil, nil, noPlan(st, name)
 		}
@@ -174,7 +178,7 @@ func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, st *state, p
 	rotate := st.gateways[p.Gateway].RotateRequested
 	v := variantOf(r, p.plan)
 	lv := st.local
-	if v == withLocal && lv == nil {
+	if v.local() && lv == nil {
 		// Not reached (a state with plans has their Local); be safe.
 		var err error
 		if lv, err = newLocalVersion(p.plan.Local); err != nil {
@@ -265,6 +269,7 @@ func (m *Manager) putStatus(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	now := m.now()
 	st := m.snapshot()
+	m.attach(name)
 	if err := checkReport(&rep, st, name, now); err != nil {
 		return err
 	}
@@ -446,6 +451,7 @@ func (m *Manager) deleteGateway(w http.ResponseWriter, r *http.Request) error {
 	if err := checkQuery(r); err != nil {
 		return err
 	}
+	began := time.Now()
 	name := r.PathValue("name")
 	already := false
 	res, u, err := m.change(r.Context(), func(u *update) error {
@@ -468,10 +474,17 @@ func (m *Manager) deleteGateway(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !already {
-		m.cfg.Logf("gateway %s removed; plans changed for %s", name, short(res.affected))
+	if already {
+		return m.writeGateway(w, r, u.next, name)
 	}
-	return m.writeGateway(w, r, u.next, name)
+	m.cfg.Logf("gateway %s removed; plans changed for %s", name, short(res.affected))
+	t := time.Now()
+	err = m.writeGateway(w, r, u.next, name)
+	spans := u.spans
+	spans.answer = time.Since(t)
+	spans.handler = time.Since(began)
+	m.logSpans(u.next.gen, "gateway "+name+" removed", spans)
+	return err
 }
 
 // writeGateway answers with the read model of gateway name.
@@ -669,9 +682,13 @@ func networkModels(st *state) []api.Network {
 // metrics) stays bounded by its plan.
 func links(st *state, reps map[string]report, now time.Time) []api.Link {
 	out := []api.Link{}
+	resolveAll(st)
 	for _, name := range specGateways(st) {
 		rep, ok := reps[name]
 		p, planned := st.plans[name]
+		if planned {
+			p, planned = p.current()
+		}
 		if !ok || !planned || st.gateways[name].Removed {
 			continue
 		}

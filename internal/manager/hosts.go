@@ -147,7 +147,10 @@ func (m *Manager) postHost(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	p := u.next.plans[hostGateway(u.next, h.Site)]
+	p, _, err := u.next.entry(hostGateway(u.next, h.Site))
+	if err != nil {
+		return err
+	}
 	t, ok := plan.HostTunnelOf(p.plan, h.Name)
 	if !ok {
 		return fail(http.StatusInternalServerError, "", "host %s joined but its gateway's plan has no tunnel to it", h.Name)
@@ -303,7 +306,10 @@ func (m *Manager) getHostTunnel(w http.ResponseWriter, r *http.Request) error {
 		}
 		h := st.hosts[name]
 		gw := hostGateway(st, h.Site)
-		p, ok := st.plans[gw]
+		p, ok, err := st.entry(gw)
+		if err != nil {
+			return 0, nil, nil, err
+		}
 		t, inPlan := plan.HostTunnelOf(p.plan, name)
 		if !ok || !inPlan {
 			if err := plan.CheckHost(st.fed, planHost(h)); err != nil {

@@ -124,12 +124,12 @@ func TestPlanLocal(t *testing.T) {
 
 	// One Local delta for every gateway that had a plan before.
 	st := h.m.snapshot()
-	shared := st.plans["g000"].answers.localDelta
+	shared := st.plans["g000"].answers.localDeltas[withPatches]
 	if shared == nil {
 		t.Fatal("g000's answers hold no Local delta")
 	}
 	for name, e := range st.plans {
-		if name != "g300" && e.answers.localDelta != shared {
+		if name != "g300" && e.answers.localDeltas[withPatches] != shared {
 			t.Fatalf("gateway %s's answer has its own Local delta, not the one shared", name)
 		}
 	}
@@ -192,5 +192,55 @@ func TestClientPlanLocal(t *testing.T) {
 				t.Errorf("the client's plan differs from the manager's")
 			}
 		})
+	}
+}
+
+// TestPlanPatchesOnlyWhenAnnounced: a region given to every site changes
+// a field of every site of the Local. A delta watch that
+// announces local and patch gets the Local's delta patching those fields;
+// one that announces local alone (an agent that predates patches, which
+// would ignore them and fail its sum) gets every site whole, with no
+// patch; both rebuild the manager's plan exactly, and the one with
+// patches is the smaller.
+func TestPlanPatchesOnlyWhenAnnounced(t *testing.T) {
+	const n = 40
+	h := newHarness(t)
+	h.putSpec(sitesSpec(n))
+	cred, _ := h.enroll("g000")
+	path := gwPath(api.PathPlan, "g000")
+	first := planAnswer(t, h.do(req{method: "GET", path: path, token: cred, header: withLocalHeader}))
+	h.putSpec(strings.ReplaceAll(sitesSpec(n), "provider: edge,", "provider: edge, region: eu-1,"))
+	now := planAnswer(t, h.do(req{method: "GET", path: path, token: cred, header: withLocalHeader}))
+	query := fmt.Sprintf("?after=%d&delta=true", first.Generation)
+
+	withPatch := map[string]string{api.HeaderPlanFeatures: "local, patch", plandelta.SumHeader: "2"}
+	sizes := map[string]int{}
+	for _, c := range []struct {
+		name    string
+		header  map[string]string
+		patches bool
+	}{
+		{"local,patch", withPatch, true},
+		{"local", withLocalHeader, false},
+	} {
+		a := h.do(req{method: "GET", path: path + query, token: cred, header: c.header})
+		d := planAnswer(t, a)
+		if d.Delta == nil || d.Delta.Local == nil {
+			t.Fatalf("%s: no delta with a Local delta", c.name)
+		}
+		if got := bytes.Contains(a.body, []byte(`"patch"`)); got != c.patches {
+			t.Fatalf("%s: the answer carries patches: %v, want %v", c.name, got, c.patches)
+		}
+		got, err := plandelta.Apply(first.Plan, *d.Delta)
+		if err != nil {
+			t.Fatalf("%s: applying the delta: %v", c.name, err)
+		}
+		if !bytes.Equal(got.JSON(), now.Plan.JSON()) {
+			t.Fatalf("%s: the plan rebuilt differs from the manager's", c.name)
+		}
+		sizes[c.name] = len(a.body)
+	}
+	if sizes["local,patch"] >= sizes["local"] {
+		t.Errorf("the delta with patches is %d bytes, without %d: want it smaller", sizes["local,patch"], sizes["local"])
 	}
 }

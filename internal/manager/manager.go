@@ -125,8 +125,11 @@ type Manager struct {
 
 	relay relay // measurement requests on their way to agents
 
-	stats   stats            // what plan watches were answered with; how long planning took
-	console *console.Console // the web console, served under console.Prefix
+	stats stats // what plan watches were answered with; how long planning took
+	// attached holds, by gateway, when its agent last watched its plan or
+	// reported here (unix nanoseconds in an *atomic.Int64; lazy.go).
+	attached sync.Map
+	console  *console.Console // the web console, served under console.Prefix
 
 	stop context.CancelFunc // ends the background goroutines
 	bg   sync.WaitGroup     // the background goroutines

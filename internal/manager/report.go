@@ -49,7 +49,10 @@ func checkReport(rep *api.StatusReport, st *state, name string, now time.Time) e
 	case !utf8.ValidString(rep.ApplyError):
 		return bad("applyError", "not valid UTF-8")
 	}
-	p, planned := st.plans[name]
+	p, planned, err := st.entry(name)
+	if err != nil {
+		return err
+	}
 	strict := planned && rep.Generation >= p.Generation
 	seen := map[string]bool{}
 	kept := rep.Links[:0:0]

@@ -50,6 +50,7 @@ func (m *Manager) TLSConfig() *tls.Config {
 // bounds the TLS handshake and a request's headers by HeaderTimeout and
 // its body by Limits.BodyTimeout (see serve).
 func (m *Manager) Serve(ctx context.Context, ln net.Listener) error {
+	defer startProfile(m.cfg.Logf)()
 	drain := make(chan struct{})
 	h := m.Handler()
 	if m.cfg.Wrap != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -94,6 +95,7 @@ func noSpec() error {
 // another. A spec equal to the current one is answered 200 unchanged even
 // then: nothing would be reverted.
 func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
+	began := time.Now()
 	if err := checkQuery(r, "dryRun"); err != nil {
 		return err
 	}
@@ -108,10 +110,12 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	readStart := time.Now()
 	data, err := readBody(w, r)
 	if err != nil {
 		return err
 	}
+	read := time.Since(readStart)
 	var doc string
 	if mt == "application/json" {
 		var req api.SpecRequest
@@ -129,10 +133,12 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	parseStart := time.Now()
 	fed, err := spec.Parse([]byte(doc))
 	if err != nil {
 		return invalidSpec(err)
 	}
+	parsed := time.Since(parseStart)
 
 	var base store.Revision // the revision the answer's diff is from
 	same := false
@@ -170,16 +176,28 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 		setETag(w, u.next.rev.Number)
 		m.cfg.Logf("spec revision %d stored; plans changed for %s", u.next.rev.Number, short(res.affected))
 	}
-	return writeJSON(w, http.StatusOK, api.SpecResponse{
+	spans := u.spans
+	spans.read, spans.parse = read, parsed
+	t := time.Now()
+	diff := planDiff(res, base.Number, u.next.rev.Number)
+	spans.diff = time.Since(t)
+	t = time.Now()
+	err = writeJSON(w, http.StatusOK, api.SpecResponse{
 		Revision:     u.next.rev.Number,
 		BaseRevision: base.Number,
 		YAML:         doc,
 		Created:      u.next.rev.Created,
 		DryRun:       dry,
 		Changed:      true,
-		Diff:         planDiff(res, base.Number, u.next.rev.Number),
+		Diff:         diff,
 		Affected:     append([]string{}, res.affected...),
 	})
+	spans.answer = time.Since(t)
+	spans.handler = time.Since(began)
+	if !dry {
+		m.logSpans(u.next.gen, fmt.Sprintf("spec revision %d", u.next.rev.Number), spans)
+	}
+	return err
 }
 
 // invalidSpec turns a spec.Parse error into a 422 listing every problem;

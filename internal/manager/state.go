@@ -45,35 +45,36 @@ type planEntry struct {
 	digest plandelta.Digest
 	// prevGen is the generation of the version before, which this
 	// manager held (0: none, as after a start); answers holds the delta
-	// from it. prev is that version until the delta is made (see
+	// from it (and that version until the delta is made: see
 	// encodeDeltas).
-	prev    *plan.Gateway
 	prevGen int64
 	// answers caches what is sent for this version; shared by the copies
 	// of the entry in later states.
 	answers *answers
+	// lazy, when set, is the plan not computed yet (plan and digest are
+	// not set; see lazy.go and resolved).
+	lazy *lazyPlan
 }
 
 // encodeDeltas encodes, for the plans named that follow a version this
-// manager held, the delta from that version (on every CPU), then lets go
+// manager held, the delta from that version (on every CPU), which lets go
 // of the version before: a thousand of them would double the memory the
-// plans take, for nothing.
+// plans take, for nothing. It does not change st, and is called once st
+// is published: the watches that come first make their own delta (each
+// answer's is made once, by whoever asks first), so that no agent waits
+// for the thousand deltas to be encoded before the change is committed.
 func encodeDeltas(st *state, names []string) {
 	var todo []planEntry
 	for _, n := range names {
-		if e, ok := st.plans[n]; ok && e.prev != nil {
+		if e, ok := st.plans[n]; ok && e.prevGen != 0 {
 			todo = append(todo, e)
 		}
 	}
 	parallel(len(todo), func(i int) {
 		e := todo[i]
 		// Encoded ahead in the variant agents of this version take.
-		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withLocal, st.local)
+		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withPatches, st.local)
 	})
-	for _, e := range todo {
-		e.prev = nil
-		st.plans[e.Gateway] = e
-	}
 	if st.local != nil {
 		st.local.forgetBases()
 	}
@@ -84,9 +85,13 @@ func encodeDeltas(st *state, names []string) {
 // delta from old's plan.
 func newEntry(p store.Plan, c computed, old planEntry, hadOld bool) planEntry {
 	e := planEntry{Plan: p, plan: c.plan, digest: c.digest, answers: &answers{}}
+	if hadOld {
+		// A lazy plan never computed has no version to make deltas from.
+		old, hadOld = old.current()
+	}
 	if hadOld && old.Generation < p.Generation {
 		prev := old.plan
-		e.prev, e.prevGen = &prev, old.Generation
+		e.prevGen = old.Generation
 		e.answers.prev, e.answers.prevAnswers, e.answers.made = &prev, old.answers, c.delta
 	}
 	return e
@@ -135,7 +140,7 @@ func (m *Manager) load(ctx context.Context) error {
 		return fmt.Errorf("loading state: %w", err)
 	}
 	empty := &state{gateways: map[string]store.Gateway{}, hosts: map[string]store.Host{}, plans: map[string]planEntry{}}
-	st, _, _, err := applyEvent(empty, ev, m.cfg.Logf)
+	st, _, _, err := applyEvent(empty, ev, m.cfg.Logf, nil)
 	if err != nil {
 		return fmt.Errorf("loading state: %w", err)
 	}
@@ -157,7 +162,11 @@ func (m *Manager) load(ctx context.Context) error {
 // unless nothing the planner reads changed, and the event's plan records
 // say which of them changed at which generation (their sums are checked
 // against what this manager computed).
-func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (next *state, topics []string, computedPlans bool, err error) {
+//
+// With want set, only the plans of the gateways it names are computed (as
+// a manager following another's change does, see lazy.go); the others
+// the event names become lazy.
+func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func(gateway string) bool) (next *state, topics []string, computedPlans bool, err error) {
 	next = cur.clone()
 	if ev.Reset {
 		for name := range cur.plans {
@@ -198,23 +207,36 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (next *st
 		return next, topics, computedPlans, nil
 	}
 	var plans map[string]computed
-	if !ev.Reset && cur.fed != nil && samePlannerInputs(cur, next) {
+	samePlanner := !ev.Reset && cur.fed != nil && samePlannerInputs(cur, next)
+	if samePlanner {
 		// Nothing the planner reads changed (an enrollment with the key
 		// the spec gives, a rotation request): the plans stay, as on the
 		// manager that made the change (preview), Local included.
 		plans = make(map[string]computed, len(cur.plans))
 		for name, p := range cur.plans {
-			plans[name] = computed{plan: p.plan, digest: p.digest}
+			if p, ok := p.current(); ok {
+				plans[name] = computed{plan: p.plan, digest: p.digest}
+			}
 		}
 	} else {
-		if plans, err = computePlans(cur, next); err != nil {
+		if plans, err = computePlans(cur, next, want); err != nil {
 			return nil, nil, false, fmt.Errorf("planning the stored state: %w", err)
 		}
 		computedPlans = true
 	}
 	var differ []string
+	var src *planSource // of the lazy plans made here
 	for _, p := range ev.Plans {
 		c, ok := plans[p.Gateway]
+		if !ok && (want != nil && !want(p.Gateway) || samePlanner) {
+			// Not planned here (yet): computed when asked for.
+			if src == nil {
+				src = newPlanSource(next)
+			}
+			next.plans[p.Gateway] = lazyEntry(p, src)
+			topics = append(topics, planTopic(p.Gateway))
+			continue
+		}
 		if !ok {
 			differ = append(differ, p.Gateway)
 			continue
@@ -237,15 +259,10 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any)) (next *st
 	for name, e := range next.plans {
 		if c, ok := plans[name]; ok && e.Sum != c.digest.Sum {
 			differ = append(differ, name)
-			e.plan, e.Sum, e.digest, e.answers = c.plan, c.digest.Sum, c.digest, &answers{}
+			e.plan, e.Sum, e.digest, e.answers, e.lazy = c.plan, c.digest.Sum, c.digest, &answers{}, nil
 			next.plans[name] = e
 		}
 	}
-	var changed []string
-	for _, p := range ev.Plans {
-		changed = append(changed, p.Gateway)
-	}
-	encodeDeltas(next, changed)
 	if len(differ) > 0 && logf != nil {
 		slices.Sort(differ)
 		logf("warning: the plans of %d gateways (%v) computed here differ from those the manager that stored generation %d computed; is another fednet version on the store?",
@@ -272,7 +289,7 @@ type computed struct {
 // inputs) where plan.Update can: then the digest and the delta from prev's
 // plan are made from Update's edit, in the size of the change. It sets
 // st.local to the Local the plans carry.
-func computePlans(prev, st *state) (map[string]computed, error) {
+func computePlans(prev, st *state, want func(gateway string) bool) (map[string]computed, error) {
 	out := map[string]computed{}
 	if st.fed == nil {
 		return out, nil
@@ -281,14 +298,19 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 	var plans []plan.Gateway
 	var edits []*plan.Edit
 	var err error
+	var prevPlans map[string]planEntry // prev's plans at hand (lazy ones computed)
 	if prev != nil && prev.fed != nil {
+		prevPlans = make(map[string]planEntry, len(prev.plans))
 		before := make([]plan.Gateway, 0, len(prev.plans))
-		for _, e := range prev.plans {
-			before = append(before, e.plan)
+		for name, e := range prev.plans {
+			if e, ok := e.current(); ok {
+				prevPlans[name] = e
+				before = append(before, e.plan)
+			}
 		}
-		plans, edits, err = plan.Update(prev.fed, inputs(prev.fed, prev.gateways, prev.hosts), before, st.fed, in)
+		plans, edits, err = plan.UpdateOnly(prev.fed, inputs(prev.fed, prev.gateways, prev.hosts), before, st.fed, in, want)
 	} else {
-		plans, err = plan.Compute(st.fed, in)
+		plans, err = plan.ComputeOnly(st.fed, in, want)
 		edits = make([]*plan.Edit, len(plans))
 	}
 	if err != nil {
@@ -298,8 +320,14 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 	// can plan the failures it detects (docs/resilience.md).
 	plan.AttachLocal(plans, st.fed, in)
 	st.local = nil
-	if len(plans) > 0 {
+	switch {
+	case len(plans) > 0:
 		if st.local, err = newLocalVersion(plans[0].Local); err != nil {
+			return nil, err
+		}
+	case want != nil:
+		// No plan made here, but lazy ones may be: they carry this.
+		if st.local, err = newLocalVersion(plan.NewLocal(st.fed, in)); err != nil {
 			return nil, err
 		}
 	}
@@ -307,11 +335,7 @@ func computePlans(prev, st *state) (map[string]computed, error) {
 	parallel(len(plans), func(i int) {
 		g := plans[i]
 		made[i].plan = g
-		var old planEntry
-		ok := false
-		if prev != nil {
-			old, ok = prev.plans[g.Name]
-		}
+		old, ok := prevPlans[g.Name]
 		if edits[i] == nil || !ok {
 			made[i].digest = plandelta.NewDigestWithLocal(g, st.local.digest)
 			return
@@ -373,7 +397,12 @@ func (m *Manager) applyLocked(ev store.Event) error {
 		return nil
 	}
 	start := time.Now()
-	next, topics, computed, err := applyEvent(cur, ev, m.cfg.Logf)
+	// Another manager's change: plan the gateways served here (lazy.go).
+	var want func(string) bool
+	if !ev.Reset {
+		want = m.servedNow()
+	}
+	next, topics, computed, err := applyEvent(cur, ev, m.cfg.Logf, want)
 	if err != nil {
 		return err
 	}
@@ -381,6 +410,11 @@ func (m *Manager) applyLocked(ev store.Event) error {
 		m.planned(time.Since(start), len(next.plans), next.gen)
 	}
 	m.publish(next, topics, ev.Reset)
+	changed := make([]string, len(ev.Plans))
+	for i, p := range ev.Plans {
+		changed[i] = p.Gateway
+	}
+	encodeDeltas(next, changed)
 	return nil
 }
 
@@ -422,6 +456,8 @@ type update struct {
 	dirty map[string]bool
 	// dry makes change only preview (a dry run).
 	dry bool
+	// spans times the parts of the change (see applySpans).
+	spans applySpans
 }
 
 // setGateway stores g in the update.
@@ -448,8 +484,16 @@ type result struct {
 func preview(u *update, cur *state) (result, error) {
 	next := u.next
 	res := result{old: map[string]plan.Gateway{}, new: map[string]plan.Gateway{}}
+	// The sums stored are every plan's: this manager plans every gateway,
+	// from every plan before.
+	t := time.Now()
+	resolveAll(cur)
+	u.spans.resolve = time.Since(t)
+	t = time.Now()
 	for name, p := range cur.plans {
-		res.old[name] = p.plan
+		if p, ok := p.current(); ok {
+			res.old[name] = p.plan
+		}
 	}
 	var made map[string]computed
 	if samePlannerInputs(cur, next) {
@@ -457,15 +501,18 @@ func preview(u *update, cur *state) (result, error) {
 		// the spec already gives, a rotation request): the plans stay.
 		made = map[string]computed{}
 		for name, p := range cur.plans {
-			made[name] = computed{plan: p.plan, digest: p.digest}
+			if p, ok := p.current(); ok {
+				made[name] = computed{plan: p.plan, digest: p.digest}
+			}
 		}
 	} else {
 		var err error
-		if made, err = computePlans(cur, next); err != nil {
+		if made, err = computePlans(cur, next, nil); err != nil {
 			return res, &planError{err}
 		}
 		res.computed = true
 	}
+	u.spans.plan = time.Since(t)
 	gen := cur.gen + 1
 	plans := map[string]planEntry{}
 	for _, name := range slices.Sorted(maps.Keys(made)) {
@@ -497,13 +544,6 @@ func preview(u *update, cur *state) (result, error) {
 	next.plans = plans
 	next.gen = gen
 	u.change.Generation = gen
-	if !u.dry {
-		names := make([]string, len(u.change.Plans))
-		for i, p := range u.change.Plans {
-			names[i] = p.Gateway
-		}
-		encodeDeltas(next, names)
-	}
 	for _, name := range slices.Sorted(maps.Keys(u.dirty)) {
 		u.change.Gateways = append(u.change.Gateways, next.gateways[name])
 	}
@@ -620,19 +660,28 @@ const (
 // up to maxAttempts times. It returns what the change did to the plans and
 // the update, whose next state the caller may read (not change).
 func (m *Manager) change(ctx context.Context, edit func(u *update) error) (result, *update, error) {
+	locked := time.Now()
 	m.writeMu.Lock()
 	defer m.writeMu.Unlock()
+	var spans applySpans
+	spans.lock = time.Since(locked)
 	for attempt := 1; ; attempt++ {
+		t := time.Now()
 		if err := m.catchUpLocked(ctx); err != nil {
 			return result{}, nil, fmt.Errorf("reading the store: %w", err)
 		}
+		spans.catchUp += time.Since(t)
 		cur := m.snapshot()
 		u := &update{next: cur.clone(), bump: map[string]bool{}, dirty: map[string]bool{}}
+		t = time.Now()
 		if err := edit(u); err != nil {
 			return result{}, u, err
 		}
+		spans.edit += time.Since(t)
 		start := time.Now()
 		res, err := preview(u, cur)
+		spans.resolve, spans.plan = u.spans.resolve, u.spans.plan
+		u.spans = spans
 		if err != nil || u.dry {
 			return res, u, err
 		}
@@ -642,7 +691,11 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 			len(c.Hosts) == 0 && len(c.DeleteHosts) == 0 {
 			return res, u, nil
 		}
+		t = time.Now()
 		err = m.store.Commit(ctx, c)
+		spans.commit += time.Since(t)
+		spans.attempts = attempt
+		u.spans = spans
 		if errors.Is(err, store.ErrConflict) && attempt < maxAttempts {
 			select {
 			case <-ctx.Done():
@@ -670,7 +723,17 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		for _, name := range c.DeleteHosts {
 			topics = append(topics, hostTopic(name))
 		}
+		t = time.Now()
 		m.publish(u.next, topics, false)
+		u.spans.publish = time.Since(t)
+		u.spans.plans = len(c.Plans)
+		t = time.Now()
+		names := make([]string, len(c.Plans))
+		for i, p := range c.Plans {
+			names[i] = p.Gateway
+		}
+		encodeDeltas(u.next, names)
+		u.spans.deltas = time.Since(t)
 		if res.computed {
 			m.planned(took, len(res.new), u.next.gen)
 		}

@@ -388,30 +388,7 @@ func overlayBackend(f *spec.Federation) backend.Name {
 // f must have passed spec.Parse (defaults filled, validated); Compute
 // reports what it cannot plan instead of guessing.
 func Compute(f *spec.Federation, in Inputs) ([]Gateway, error) {
-	keys, err := publicKeys(f, in)
-	if err != nil {
-		return nil, err
-	}
-	v := newView(f, in)
-	rt := computeRouting(v)
-	// Each gateway's plan is computed on its own; they are independent, so
-	// they are computed on every CPU at once, each into its own slot.
-	jobs := gatewayJobs(f, in)
-	out := make([]Gateway, len(jobs))
-	errs := make([]error, len(jobs))
-	inParallel(len(jobs), func(i int) {
-		out[i], errs[i] = gatewayPlan(planArgs{v: v, keys: keys, rt: rt, site: jobs[i].site, self: jobs[i].self})
-	})
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	slices.SortFunc(out, func(a, b Gateway) int { return cmp.Compare(a.Name, b.Name) })
-	return out, nil
+	return ComputeOnly(f, in, nil)
 }
 
 // job is one gateway to plan, with its site.

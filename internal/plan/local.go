@@ -21,7 +21,11 @@ import (
 type Local struct {
 	// Federation is the parsed spec (defaults filled).
 	Federation *spec.Federation `json:"federation"`
-	// PublicKeys, Removed and Hosts are the inputs of the same name.
+	// PublicKeys, Removed and Hosts are the inputs of the same name,
+	// PublicKeys without the keys the federation gives its gateways
+	// (publicKey) itself: planning takes the spec's key where PublicKeys
+	// has none, so such an entry changes no plan, and a gateway enrolled
+	// with the key of its spec (static keys) costs no entry.
 	PublicKeys map[string]Key `json:"publicKeys,omitempty"`
 	Removed    []string       `json:"removed,omitempty"`
 	Hosts      []LocalHost    `json:"hosts,omitempty"`
@@ -43,6 +47,20 @@ type LocalHost struct {
 // not carried (the agents detect failures themselves).
 func NewLocal(f *spec.Federation, in Inputs) *Local {
 	l := &Local{Federation: f, PublicKeys: maps.Clone(in.PublicKeys), Active: maps.Clone(in.Active)}
+	if f != nil && len(l.PublicKeys) > 0 {
+		for _, s := range f.Sites {
+			for _, g := range s.Gateways {
+				if k, ok := l.PublicKeys[g.Name]; ok && g.PublicKey != "" {
+					if sk, err := ParseKey(g.PublicKey); err == nil && sk == k {
+						delete(l.PublicKeys, g.Name)
+					}
+				}
+			}
+		}
+		if len(l.PublicKeys) == 0 {
+			l.PublicKeys = nil
+		}
+	}
 	for name, removed := range in.Removed {
 		if removed {
 			l.Removed = append(l.Removed, name)

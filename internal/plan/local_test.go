@@ -66,6 +66,49 @@ func TestLocalRoundTrip(t *testing.T) {
 	}
 }
 
+// A Local leaves out the enrolled keys that are the spec's own (planning
+// takes the spec's key where it has none) and keeps the others; planning
+// from it gives the manager's plans.
+func TestLocalLeavesOutSpecKeys(t *testing.T) {
+	f := load(t, "five-sites.yaml")
+	in := testKeys(f)
+	in.PublicKeys["not-in-the-spec"] = plan.Key{9}
+	same, other := map[string]bool{}, map[string]bool{}
+	for i := range f.Sites {
+		g := &f.Sites[i].Gateways[0]
+		switch i % 3 {
+		case 0: // enrolled with the spec's key
+			g.PublicKey = in.PublicKeys[g.Name].String()
+			same[g.Name] = true
+		case 1: // enrolled with another key than the spec's
+			g.PublicKey = plan.Key{byte(i + 1)}.String()
+			other[g.Name] = true
+		}
+	}
+	if len(same) == 0 || len(other) == 0 {
+		t.Fatal("the spec has too few sites for the test")
+	}
+	l := plan.NewLocal(f, in)
+	for name, k := range in.PublicKeys {
+		if got, ok := l.PublicKeys[name]; same[name] == ok || ok && got != k {
+			t.Errorf("%s: the Local's key is %v (held: %v), want it held %v", name, got, ok, !same[name])
+		}
+	}
+	want, err := plan.Compute(f, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		got, err := plan.ForGateway(l.Federation, l.Inputs(), w.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !plan.Equal(w, got) {
+			t.Errorf("%s: the plan from the Local differs from the manager's", w.Name)
+		}
+	}
+}
+
 // Equal ignores Local and nothing else.
 func TestEqual(t *testing.T) {
 	f := load(t, "ha.yaml")

@@ -163,32 +163,47 @@ func (g Gateway) JSON() []byte {
 // first one, which had no version field (the error says to make the plan
 // again).
 func Decode(data []byte) (Gateway, error) {
-	var v struct {
-		Version *int `json:"version"`
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
-		return Gateway{}, fmt.Errorf("decoding plan: %w", err)
-	}
-	switch {
-	case v.Version == nil:
-		return Gateway{}, fmt.Errorf("decoding plan: it has no version field, so it is of format 1, written by an older fednet; this fednet reads format %d: make the plan again (fednet plan -o json --gateway NAME)", Version)
-	case *v.Version > Version:
-		return Gateway{}, fmt.Errorf("decoding plan: it is of format %d, newer than the %d this fednet understands; upgrade fednet on this gateway (the current state stays as it is)", *v.Version, Version)
-	case *v.Version < Version:
-		return Gateway{}, fmt.Errorf("decoding plan: format %d is older than the %d this fednet reads; make the plan again (fednet plan -o json --gateway NAME)", *v.Version, Version)
-	}
+	// One pass when the plan is of this format (the common case: an agent
+	// decodes a plan of a thousand peers at every change); the version is
+	// looked at first only to explain a failure.
 	// The alias has Gateway's fields but not its UnmarshalJSON.
 	type fields Gateway
 	var g fields
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&g); err != nil {
+	err := dec.Decode(&g)
+	if err != nil || g.Version != Version {
+		if verr := checkVersion(data); verr != nil {
+			return Gateway{}, verr
+		}
+	}
+	if err != nil {
 		return Gateway{}, fmt.Errorf("decoding plan: %w", err)
 	}
 	if g.Name == "" || len(g.Tunnels) == 0 {
 		return Gateway{}, fmt.Errorf("decoding plan: missing gateway or tunnels; is this the output of `fednet plan -o json --gateway NAME`?")
 	}
 	return Gateway(g), nil
+}
+
+// checkVersion returns why the plan data cannot be read for its format
+// version, or nil when it is of this fednet's.
+func checkVersion(data []byte) error {
+	var v struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Errorf("decoding plan: %w", err)
+	}
+	switch {
+	case v.Version == nil:
+		return fmt.Errorf("decoding plan: it has no version field, so it is of format 1, written by an older fednet; this fednet reads format %d: make the plan again (fednet plan -o json --gateway NAME)", Version)
+	case *v.Version > Version:
+		return fmt.Errorf("decoding plan: it is of format %d, newer than the %d this fednet understands; upgrade fednet on this gateway (the current state stays as it is)", *v.Version, Version)
+	case *v.Version < Version:
+		return fmt.Errorf("decoding plan: format %d is older than the %d this fednet reads; make the plan again (fednet plan -o json --gateway NAME)", *v.Version, Version)
+	}
+	return nil
 }
 
 // UnmarshalJSON decodes a plan as Decode does, so a plan inside any JSON

@@ -43,8 +43,16 @@ type Edit struct {
 // modified; the new plans may share the unchanged peers' allowed IPs with
 // it (plans are values: nobody writes into them).
 func Update(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.Federation, in Inputs) (plans []Gateway, edits []*Edit, err error) {
+	return UpdateOnly(prevF, prevIn, prev, f, in, nil)
+}
+
+// UpdateOnly is Update for the gateways want names alone (every one when
+// want is nil): it returns their plans, as Update would, and plans no
+// other (prev may lack them too). A manager that follows the changes
+// another makes plans only the gateways whose agents it serves.
+func UpdateOnly(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.Federation, in Inputs, want func(gateway string) bool) (plans []Gateway, edits []*Edit, err error) {
 	whole := func() ([]Gateway, []*Edit, error) {
-		out, err := Compute(f, in)
+		out, err := ComputeOnly(f, in, want)
 		return out, make([]*Edit, len(out)), err
 	}
 	if !updatable(prevF, prevIn, f, in) {
@@ -93,7 +101,7 @@ func Update(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.Feder
 		before[prev[i].Name] = &prev[i]
 	}
 
-	jobs := gatewayJobs(f, in)
+	jobs := wanted(gatewayJobs(f, in), want)
 	out := make([]Gateway, len(jobs))
 	edits = make([]*Edit, len(jobs))
 	errs := make([]error, len(jobs))
@@ -139,6 +147,49 @@ func Update(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.Feder
 		plans[i], edits[i] = out[j], unsorted[j]
 	}
 	return plans, edits, nil
+}
+
+// ComputeOnly is Compute for the gateways want names alone (every one
+// when want is nil).
+func ComputeOnly(f *spec.Federation, in Inputs, want func(gateway string) bool) ([]Gateway, error) {
+	keys, err := publicKeys(f, in)
+	if err != nil {
+		return nil, err
+	}
+	v := newView(f, in)
+	rt := computeRouting(v)
+	// Each gateway's plan is computed on its own; they are independent, so
+	// they are computed on every CPU at once, each into its own slot.
+	jobs := wanted(gatewayJobs(f, in), want)
+	out := make([]Gateway, len(jobs))
+	errs := make([]error, len(jobs))
+	inParallel(len(jobs), func(i int) {
+		out[i], errs[i] = gatewayPlan(planArgs{v: v, keys: keys, rt: rt, site: jobs[i].site, self: jobs[i].self})
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(out, func(a, b Gateway) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// wanted returns the jobs of the gateways want names (all for a nil want).
+func wanted(jobs []job, want func(gateway string) bool) []job {
+	if want == nil {
+		return jobs
+	}
+	out := jobs[:0:0]
+	for _, j := range jobs {
+		if want(j.self.Name) {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // updatable reports whether Update may edit plans rather than compute them

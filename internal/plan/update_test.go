@@ -288,6 +288,27 @@ func TestUpdateEqualsCompute(t *testing.T) {
 				}
 				checkEdit(t, fmt.Sprintf("seed %d step %d (%s) %s", seed, step, what, got[i].Name), *old, got[i], e)
 			}
+			// UpdateOnly of every other gateway, from the previous plans
+			// of every third, gives Update's plans of those gateways.
+			some := func(name string) bool { return (len(name)+int(name[len(name)-1]))%2 == step%2 }
+			var prevSome, wantSome []plan.Gateway
+			for i, g := range prev {
+				if i%3 == 0 {
+					prevSome = append(prevSome, g)
+				}
+			}
+			for _, g := range got {
+				if some(g.Name) {
+					wantSome = append(wantSome, g)
+				}
+			}
+			gotSome, _, err := plan.UpdateOnly(prevF, prevIn, prevSome, f, in, some)
+			if err != nil {
+				t.Fatalf("seed %d step %d (%s): UpdateOnly: %v", seed, step, what, err)
+			}
+			if !reflect.DeepEqual(gotSome, wantSome) {
+				t.Fatalf("seed %d step %d (%s): UpdateOnly's plans differ from Update's:\n%s", seed, step, what, firstDifference(gotSome, wantSome))
+			}
 			prevF, prevIn, prev = f, in, got
 		}
 	}

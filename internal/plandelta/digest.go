@@ -1,12 +1,14 @@
 package plandelta
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -73,7 +75,29 @@ func NewLocalDigest(l *plan.Local) *LocalDigest {
 
 // siteHash is the xxHash of a site's JSON (every field JSON has, as
 // SumLocal covers it).
-func siteHash(s spec.Site) uint64 { return xxhash.Sum64String(encode(s)) }
+func siteHash(s spec.Site) uint64 {
+	b := encoders.Get().(*siteEncoder)
+	defer encoders.Put(b)
+	b.buf.Reset()
+	if err := b.enc.Encode(s); err != nil {
+		return xxhash.Sum64String(encode(s)) // as encode has it
+	}
+	js := b.buf.Bytes()
+	return xxhash.Sum64(js[:len(js)-1]) // less the newline Encode adds
+}
+
+// siteEncoder encodes sites as json.Marshal does, into a buffer reused
+// (a delta of a thousand sites hashes a thousand of them).
+type siteEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := &siteEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	return e
+}}
 
 // localSum is LocalDigest.Sum of l with its sites' hashes.
 func localSum(l *plan.Local, sites []uint64) [sha256.Size]byte {
@@ -92,9 +116,13 @@ func localSum(l *plan.Local, sites []uint64) [sha256.Size]byte {
 }
 
 // edited returns the digest of l, which ld's Local became by d: the sites
-// d copies keep their hashes, those it inserts are hashed.
+// d copies keep their hashes, those it patches or inserts are hashed.
 func (ld *LocalDigest) edited(l *plan.Local, d *LocalDelta) (*LocalDigest, error) {
-	sites, err := applyEdits(d.Sites, ld.Sites, siteHash)
+	var list []spec.Site
+	if l.Federation != nil {
+		list = l.Federation.Sites
+	}
+	sites, err := applyEdits(d.Sites, ld.Sites, list, siteHash)
 	if err != nil {
 		return nil, fmt.Errorf("sites: %w", err)
 	}

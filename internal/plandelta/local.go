@@ -44,22 +44,6 @@ type LocalDelta struct {
 	ActiveGone     []string            `json:"activeGone,omitempty"`
 }
 
-// Edits rebuild a list from the base's version of it, keeping its order:
-// each Edit copies a run of the base's entries, then inserts new ones. A
-// list that keeps most of its entries takes an Edit per change.
-type Edits[T any] struct {
-	Ops []Edit[T] `json:"ops,omitempty"`
-	// Nil says the new list is absent (JSON null), not empty.
-	Nil bool `json:"nil,omitempty"`
-}
-
-// Edit copies base[From:From+Count], then appends Insert.
-type Edit[T any] struct {
-	From   int `json:"from,omitempty"`
-	Count  int `json:"count,omitempty"`
-	Insert []T `json:"insert,omitempty"`
-}
-
 // EncodeLocal returns l as JSON, as a plan carries it, and SumLocal(l).
 func EncodeLocal(l *plan.Local) ([]byte, [sha256.Size]byte, error) {
 	js, err := json.Marshal(l)
@@ -86,8 +70,21 @@ func SumLocal(l *plan.Local) [sha256.Size]byte {
 // DiffLocal returns the LocalDelta from old to new, or false when either
 // has no federation or names a network twice (then send the whole plan).
 // Its cost is one encoding of both (the caller shares the result between
-// plans).
+// plans). Entries that changed in a few fields are patched (Edit.Patch):
+// send it only to an agent that announces it applies patches
+// (api.PlanFeaturePatch); see DiffLocalWhole.
 func DiffLocal(old, new *plan.Local) (*LocalDelta, bool) {
+	return diffLocal(old, new, true)
+}
+
+// DiffLocalWhole is DiffLocal without patches: an entry that changed is
+// inserted whole, as agents that do not announce api.PlanFeaturePatch
+// (which ignore Edit.Patch) rebuild the Local.
+func DiffLocalWhole(old, new *plan.Local) (*LocalDelta, bool) {
+	return diffLocal(old, new, false)
+}
+
+func diffLocal(old, new *plan.Local, patches bool) (*LocalDelta, bool) {
 	if old == nil || new == nil || old.Federation == nil || new.Federation == nil {
 		return nil, false
 	}
@@ -100,19 +97,19 @@ func DiffLocal(old, new *plan.Local) (*LocalDelta, bool) {
 	}
 	d := &LocalDelta{Federation: *new.Federation}
 	d.Federation.Sites, d.Federation.Networks, d.Federation.Topology.Links = nil, nil, nil
-	d.Sites = diffEdits(old.Federation.Sites, new.Federation.Sites)
-	d.Networks = diffEdits(withoutSites(old.Federation.Networks), withoutSites(new.Federation.Networks))
+	d.Sites = diffEdits(old.Federation.Sites, new.Federation.Sites, patches)
+	d.Networks = diffEdits(withoutSites(old.Federation.Networks), withoutSites(new.Federation.Networks), patches)
 	for _, n := range new.Federation.Networks {
 		if encode(n.Sites) != encode(oldSites[n.Name]) {
 			if d.NetworkSites == nil {
 				d.NetworkSites = map[string]Edits[string]{}
 			}
-			d.NetworkSites[n.Name] = diffEdits(oldSites[n.Name], n.Sites)
+			d.NetworkSites[n.Name] = diffEdits(oldSites[n.Name], n.Sites, patches)
 		}
 	}
-	d.Links = diffEdits(old.Federation.Topology.Links, new.Federation.Topology.Links)
-	d.Hosts = diffEdits(old.Hosts, new.Hosts)
-	d.Removed = diffEdits(old.Removed, new.Removed)
+	d.Links = diffEdits(old.Federation.Topology.Links, new.Federation.Topology.Links, patches)
+	d.Hosts = diffEdits(old.Hosts, new.Hosts, patches)
+	d.Removed = diffEdits(old.Removed, new.Removed, patches)
 	d.PublicKeys, d.PublicKeysGone = diffMap(old.PublicKeys, new.PublicKeys)
 	d.Active, d.ActiveGone = diffMap(old.Active, new.Active)
 	return d, true
@@ -184,11 +181,35 @@ func withoutSites(ns []spec.Network) []spec.Network {
 	return out
 }
 
+// Edits rebuild a list from the base's version of it, keeping its order:
+// each Edit copies a run of the base's entries, patches the ones after
+// it, then inserts new ones. A list that keeps most of its entries takes
+// an Edit per change; one whose entries all change in the same field (a
+// bridge port given to every site's gateway) takes one Edit of patches.
+type Edits[T any] struct {
+	Ops []Edit[T] `json:"ops,omitempty"`
+	// Nil says the new list is absent (JSON null), not empty.
+	Nil bool `json:"nil,omitempty"`
+}
+
+// Edit copies base[From:From+Count], then appends base[From+Count+i]
+// patched by Patch[i] for each i, then appends Insert. A nil Patch[i]
+// (JSON null) is Patch[i-1] again: a field changed alike in every site
+// is sent, and decoded, once.
+type Edit[T any] struct {
+	From   int      `json:"from,omitempty"`
+	Count  int      `json:"count,omitempty"`
+	Patch  []*Patch `json:"patch,omitempty"`
+	Insert []T      `json:"insert,omitempty"`
+}
+
 // diffEdits returns the edits from old to new: each entry of new that
-// equals (as JSON) the entry of old after the one copied last extends the
-// run copied; one equal to another entry of old starts a run there; any
-// other is inserted.
-func diffEdits[T any](old, new []T) Edits[T] {
+// equals (as JSON) the entry of old after the one copied or patched last
+// extends the run copied; one equal to another entry of old starts a run
+// there; one that differs from the entry of old after the last one in a
+// few fields (a Patch smaller than the entry) patches it, when patches is
+// set; any other is inserted.
+func diffEdits[T any](old, new []T, patches bool) Edits[T] {
 	if new == nil {
 		return Edits[T]{Nil: true}
 	}
@@ -201,23 +222,45 @@ func diffEdits[T any](old, new []T) Edits[T] {
 		}
 	}
 	var e Edits[T]
-	next := -1 // the base index that continues the last run
+	next := 0 // the base index after the last one copied or patched
 	for _, x := range new {
 		js := encode(x)
-		last := len(e.Ops) - 1
-		switch i, ok := at[js]; {
-		case next >= 0 && next < len(old) && oldJS[next] == js && len(e.Ops[last].Insert) == 0:
-			e.Ops[last].Count++
+		var last *Edit[T]
+		if len(e.Ops) > 0 {
+			last = &e.Ops[len(e.Ops)-1]
+		}
+		if next < len(old) && oldJS[next] == js {
+			if last != nil && len(last.Patch) == 0 && len(last.Insert) == 0 && last.From+last.Count == next {
+				last.Count++
+			} else {
+				e.Ops = append(e.Ops, Edit[T]{From: next, Count: 1})
+			}
 			next++
-		case ok:
+			continue
+		}
+		if i, ok := at[js]; ok {
 			e.Ops = append(e.Ops, Edit[T]{From: i, Count: 1})
 			next = i + 1
-		case last >= 0:
-			e.Ops[last].Insert = append(e.Ops[last].Insert, x)
-			next = -1
-		default:
+			continue
+		}
+		if patches && next < len(old) {
+			if p, ok := diffPatch(old[next], x); ok && len(encode(p)) < len(js) {
+				if last != nil && len(last.Insert) == 0 && last.From+last.Count+len(last.Patch) == next {
+					if prev := lastPatch(last.Patch); prev != nil && encode(prev) == encode(p) {
+						p = nil // the same again
+					}
+					last.Patch = append(last.Patch, p)
+				} else {
+					e.Ops = append(e.Ops, Edit[T]{From: next, Patch: []*Patch{p}})
+				}
+				next++
+				continue
+			}
+		}
+		if last != nil {
+			last.Insert = append(last.Insert, x)
+		} else {
 			e.Ops = append(e.Ops, Edit[T]{Insert: []T{x}})
-			next = -1
 		}
 	}
 	if len(new) == 0 {
@@ -227,48 +270,80 @@ func diffEdits[T any](old, new []T) Edits[T] {
 	return e
 }
 
+// lastPatch returns the patch the last of ps repeats (nil for none).
+func lastPatch(ps []*Patch) *Patch {
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i] != nil {
+			return ps[i]
+		}
+	}
+	return nil
+}
+
+// check returns an error when e copies or patches entries outside a base
+// of n entries; else the length of the list it rebuilds.
+func (e Edits[T]) check(n int) (int, error) {
+	if e.Nil {
+		if len(e.Ops) > 0 {
+			return 0, fmt.Errorf("%w: an absent list with edits", ErrMismatch)
+		}
+		return 0, nil
+	}
+	total := 0
+	for _, op := range e.Ops {
+		if op.From < 0 || op.Count < 0 || op.From > n || op.Count+len(op.Patch) > n-op.From {
+			return 0, fmt.Errorf("%w: copying entries %d to %d of a base of %d", ErrMismatch, op.From, op.From+op.Count+len(op.Patch), n)
+		}
+		total += op.Count + len(op.Patch) + len(op.Insert)
+	}
+	return total, nil
+}
+
 // apply rebuilds the list e was made for from base. The result shares the
 // entries copied with base.
 func (e Edits[T]) apply(base []T) ([]T, error) {
-	if e.Nil {
-		if len(e.Ops) > 0 {
-			return nil, fmt.Errorf("%w: an absent list with edits", ErrMismatch)
-		}
-		return nil, nil
-	}
-	n := 0
-	for _, op := range e.Ops {
-		if op.From < 0 || op.Count < 0 || op.From > len(base) || op.Count > len(base)-op.From {
-			return nil, fmt.Errorf("%w: copying entries %d to %d of a base of %d", ErrMismatch, op.From, op.From+op.Count, len(base))
-		}
-		n += op.Count + len(op.Insert)
+	n, err := e.check(len(base))
+	if err != nil || e.Nil {
+		return nil, err
 	}
 	out := make([]T, 0, n)
+	pc := patchCache{}
 	for _, op := range e.Ops {
 		out = append(out, base[op.From:op.From+op.Count]...)
+		var p *Patch
+		for i, pi := range op.Patch {
+			if pi != nil {
+				p = pi
+			} else if p == nil {
+				return nil, fmt.Errorf("%w: an edit's first patch repeats none", ErrMismatch)
+			}
+			x, err := applyPatch(base[op.From+op.Count+i], p, pc)
+			if err != nil {
+				return nil, fmt.Errorf("patching entry %d: %w", op.From+op.Count+i, err)
+			}
+			out = append(out, x)
+		}
 		out = append(out, op.Insert...)
 	}
 	return out, nil
 }
 
-// applyEdits rebuilds, from base, the hashes of the entries of a list e
-// rebuilds, with the same checks as apply: the entries e copies keep their
-// hashes, those it inserts are hashed.
-func applyEdits[T any](e Edits[T], base []uint64, hash func(T) uint64) ([]uint64, error) {
-	if e.Nil {
-		if len(e.Ops) > 0 {
-			return nil, fmt.Errorf("%w: an absent list with edits", ErrMismatch)
-		}
-		return nil, nil
+// applyEdits rebuilds, from base, the hashes of the entries of list, the
+// list e rebuilt (apply): the entries e copies keep their hashes, those it
+// patches or inserts are hashed.
+func applyEdits[T any](e Edits[T], base []uint64, list []T, hash func(T) uint64) ([]uint64, error) {
+	n, err := e.check(len(base))
+	if err != nil || e.Nil {
+		return nil, err
 	}
-	var out []uint64
+	if n != len(list) {
+		return nil, fmt.Errorf("%w: edits of %d entries for a list of %d", ErrMismatch, n, len(list))
+	}
+	out := make([]uint64, 0, n)
 	for _, op := range e.Ops {
-		if op.From < 0 || op.Count < 0 || op.From > len(base) || op.Count > len(base)-op.From {
-			return nil, fmt.Errorf("%w: copying entries %d to %d of a base of %d", ErrMismatch, op.From, op.From+op.Count, len(base))
-		}
 		out = append(out, base[op.From:op.From+op.Count]...)
-		for _, x := range op.Insert {
-			out = append(out, hash(x))
+		for range len(op.Patch) + len(op.Insert) {
+			out = append(out, hash(list[len(out)]))
 		}
 	}
 	return out, nil

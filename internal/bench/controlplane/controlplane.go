@@ -23,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -83,6 +85,11 @@ type Config struct {
 	Progress io.Writer
 }
 
+// ProfileEnv, when set in the bench's environment, names a directory
+// where the run writes CPU profiles: bench.pprof of this process (the
+// simulated agents) and NAME-K.pprof of each manager's K-th start.
+const ProfileEnv = "FEDNET_BENCH_CPUPROFILE"
+
 // Result is one run's figures.
 type Result struct {
 	Gateways    int    `json:"gateways"`
@@ -127,8 +134,13 @@ type Change struct {
 	P50Ms float64 `json:"p50Ms"`
 	P99Ms float64 `json:"p99Ms"`
 	MaxMs float64 `json:"maxMs"`
-	// APIMs is how long the API call took.
-	APIMs float64 `json:"apiMs"`
+	// APIMs is how long the API call took; APISpansMs where the time of
+	// it went in the manager, by part (the manager's log line of the
+	// change: read, parse, lock, catch-up, edit, resolve, plan, deltas,
+	// commit, publish, diff, answer, and handler, the sum). Agents get the
+	// change at publish.
+	APIMs      float64            `json:"apiMs"`
+	APISpansMs map[string]float64 `json:"apiSpansMs,omitempty"`
 	// Bytes the managers sent to the agents (TLS included), until every
 	// affected agent had its plan and had reported it.
 	Bytes int64 `json:"bytes"`
@@ -136,7 +148,11 @@ type Change struct {
 	// largest peak resident set of one manager so far.
 	ManagerCPUSeconds float64 `json:"managerCpuSeconds"`
 	EtcdCPUSeconds    float64 `json:"etcdCpuSeconds,omitempty"`
-	PeakRSSMB         float64 `json:"peakRssMB"`
+	// AgentCPUSeconds is this process's: the N simulated agents (decoding,
+	// applying and checking their plans, reporting; the bench's own
+	// bookkeeping is little), on the same CPUs.
+	AgentCPUSeconds float64 `json:"agentCpuSeconds"`
+	PeakRSSMB       float64 `json:"peakRssMB"`
 }
 
 // Steady is the managers' load while nothing changes: every agent
@@ -239,6 +255,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
+	}
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		stop, err := manager.StartCPUProfile(filepath.Join(dir, "bench.pprof"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", ProfileEnv, err)
+		}
+		defer stop()
 	}
 	r := &run{cfg: cfg}
 	defer r.close()
@@ -460,6 +483,9 @@ func (r *run) setup(ctx context.Context, res *Result) error {
 // enroll makes agent i: a join token from the operator, enrollment with
 // the gateway's key through the token's first manager, and a client of
 // every manager, its own first (agents spread over the managers).
+// enrollTries bounds the tries of one enrollment.
+const enrollTries = 10
+
 func (r *run) enroll(ctx context.Context, i int) (*agent, error) {
 	name := fmt.Sprintf("g%04d", i)
 	tok, err := r.admin.CreateToken(ctx, name, 0)
@@ -479,7 +505,21 @@ func (r *run) enroll(ctx context.Context, i int) (*agent, error) {
 		return nil, err
 	}
 	defer ecl.Close()
-	er, err := ecl.Enroll(ctx, jt.Secret, api.EnrollRequest{PublicKey: r.keys[i]})
+	// As fednet agent does: a manager that answers 503 (several managers
+	// enrolling at once kept changing the state under it) is asked again
+	// after a jittered backoff.
+	var er *api.EnrollResponse
+	for try := 1; ; try++ {
+		er, err = ecl.Enroll(ctx, jt.Secret, api.EnrollRequest{PublicKey: r.keys[i]})
+		if err == nil || client.StatusOf(err) != http.StatusServiceUnavailable || try == enrollTries {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(mrand.N(min(backoffMax, backoffMin<<(try-1)))):
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -534,6 +574,15 @@ func (r *run) usage() (mgr usage, etcd time.Duration) {
 	return mgr, etcd
 }
 
+// selfCPU is the CPU time this process used so far (0 when unknown).
+func selfCPU() time.Duration {
+	u, err := processUsage(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return u.cpu
+}
+
 // steady measures the managers over steadyWindow while nothing changes
 // (a measurement window, not a wait for anything).
 func (r *run) steady(ctx context.Context) Steady {
@@ -557,6 +606,7 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 		gens[a.name] = a.generation()
 	}
 	mgr0, etcd0 := r.usage()
+	agents0 := selfCPU()
 	bytes0 := r.read.Load()
 	start := time.Now()
 	var err error
@@ -614,6 +664,7 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 	mgr1, etcd1 := r.usage()
 	c.ManagerCPUSeconds = (mgr1.cpu - mgr0.cpu).Seconds()
 	c.EtcdCPUSeconds = (etcd1 - etcd0).Seconds()
+	c.AgentCPUSeconds = (selfCPU() - agents0).Seconds()
 	c.PeakRSSMB = float64(mgr1.peak) / (1 << 20)
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -622,6 +673,9 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 	var gen int64
 	for _, g := range target {
 		gen = max(gen, g)
+	}
+	if len(r.managers) > 0 {
+		c.APISpansMs = applySpans(r.managers[0].log)[gen]
 	}
 	for i, m := range r.managers {
 		if t, ok := plannings(m.log)[gen]; ok {

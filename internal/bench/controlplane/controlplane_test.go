@@ -69,6 +69,9 @@ func TestShort(t *testing.T) {
 				if ch.Affected != want || ch.Missed != 0 || ch.P99Ms <= 0 || ch.Bytes <= 0 || ch.PlanMs <= 0 {
 					t.Errorf("%s: %+v", ch.Kind, ch)
 				}
+				if ch.APISpansMs["plan"] <= 0 || ch.APISpansMs["commit"] <= 0 || len(ch.APISpansMs) != 13 {
+					t.Errorf("%s: the manager's spans of the API call are %v, want its 13 parts, plan and commit above 0", ch.Kind, ch.APISpansMs)
+				}
 				if c.Managers > 1 && ch.FollowerPlanMs <= 0 {
 					t.Errorf("%s: the other managers did not log their planning: %+v", ch.Kind, ch)
 				}

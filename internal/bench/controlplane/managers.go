@@ -34,6 +34,7 @@ type managerProc struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	started time.Time
+	starts  int // how many times start ran
 }
 
 func (m *managerProc) url() string { return "https://" + m.addr }
@@ -57,6 +58,10 @@ func (m *managerProc) start() error {
 	cmd := exec.Command(m.binary, m.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.WaitDelay = 2 * time.Second
+	m.starts++
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s", manager.ProfileEnv, filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", m.name, m.starts))))
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("starting manager %s: %w", m.name, err)
@@ -252,6 +257,33 @@ func plannings(logPath string) map[int64]float64 {
 		ms, _ := strconv.ParseFloat(m[2], 64)
 		gen, _ := strconv.ParseInt(m[3], 10, 64)
 		out[gen] = ms
+	}
+	return out
+}
+
+// spansLine is the manager's log line of where a spec change's time
+// went; spanPart one part of it.
+var (
+	spansLine = regexp.MustCompile(`change of generation (\d+) \([^)]*\): (.*)`)
+	spanPart  = regexp.MustCompile(`([a-z-]+) ([0-9.]+) ms`)
+)
+
+// applySpans returns, from a manager's log, where the time of each change
+// it made went (see manager logSpans), by generation, in milliseconds by
+// part.
+func applySpans(logPath string) map[int64]map[string]float64 {
+	out := map[int64]map[string]float64{}
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return out
+	}
+	for _, m := range spansLine.FindAllStringSubmatch(string(data), -1) {
+		gen, _ := strconv.ParseInt(m[1], 10, 64)
+		parts := map[string]float64{}
+		for _, p := range spanPart.FindAllStringSubmatch(m[2], -1) {
+			parts[p[1]], _ = strconv.ParseFloat(p[2], 64)
+		}
+		out[gen] = parts
 	}
 	return out
 }

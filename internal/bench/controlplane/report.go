@@ -101,15 +101,15 @@ func Markdown(results []*Result) string {
 			r.Gateways, r.EnrollSeconds, r.FirstPlanSeconds, float64(r.FirstPlanBytes)/1e6)
 		fmt.Fprintf(&b, "Steady (%.0f s, nothing changing, every agent watching and reporting every 5 s): managers %.2f cores, etcd %.2f cores, largest manager RSS %.0f MB.\n\n",
 			r.Steady.Seconds, r.Steady.ManagerCores, r.Steady.EtcdCores, r.Steady.RSSMB)
-		b.WriteString("| change | agents | planning ms (others) | p50 ms | p99 ms | max ms | API ms | bytes sent | manager CPU s | etcd CPU s | peak RSS MB |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| change | agents | planning ms (others) | p50 ms | p99 ms | max ms | API ms | bytes sent | manager CPU s | etcd CPU s | agents' CPU s | peak RSS MB |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.Changes {
 			plan := fmt.Sprintf("%.1f", c.PlanMs)
 			if c.FollowerPlanMs > 0 {
 				plan += fmt.Sprintf(" (%.1f)", c.FollowerPlanMs)
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %s | %.2f | %.2f | %.0f |\n",
-				c.Kind, c.Affected, plan, c.P50Ms, c.P99Ms, c.MaxMs, c.APIMs, bytesText(c.Bytes), c.ManagerCPUSeconds, c.EtcdCPUSeconds, c.PeakRSSMB)
+			fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %.0f | %.0f | %.0f | %s | %.2f | %.2f | %.2f | %.0f |\n",
+				c.Kind, c.Affected, plan, c.P50Ms, c.P99Ms, c.MaxMs, c.APIMs, bytesText(c.Bytes), c.ManagerCPUSeconds, c.EtcdCPUSeconds, c.AgentCPUSeconds, c.PeakRSSMB)
 		}
 		rc := r.Reconnect
 		fmt.Fprintf(&b, "\nRestart of every manager at once: down %.1f s; %d of %d agents back within %.1f s of the start (median %.1f s); "+

@@ -55,6 +55,8 @@ type SQLite struct {
 	rdb  *sql.DB // status reports
 	lock *os.File
 
+	reports *ReportBatcher // writes reports (putReports)
+
 	mu      sync.Mutex    // guards closed and changed
 	closed  bool          // set by Close
 	done    chan struct{} // closed by Close
@@ -200,6 +202,7 @@ func openLocked(ctx context.Context, path string, create bool) (*SQLite, error) 
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
 	s := &SQLite{db: db, done: make(chan struct{}), changed: make(chan struct{})}
+	s.reports = NewReportBatcher(s.putReports)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
@@ -208,8 +211,17 @@ func openLocked(ctx context.Context, path string, create bool) (*SQLite, error) 
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
+	// Reports come in hundreds a second at a thousand gateways, and SQLite
+	// writes one at a time: a few connections kept open serve them all,
+	// where database/sql's default (any number open, two kept) opened and
+	// closed a connection per report beyond two at once.
+	s.rdb.SetMaxOpenConns(reportConns)
+	s.rdb.SetMaxIdleConns(reportConns)
 	return s, nil
 }
+
+// reportConns is how many connections the reports' handle holds.
+const reportConns = 4
 
 // migrate applies the migrations the database has not seen yet, each in its
 // own transaction.
@@ -962,17 +974,37 @@ func missing[T any](names []string, have []T, name func(T) string) []string {
 }
 
 // PutReport implements Store. It writes through the connection pool
-// without fsync (see SQLite).
+// without fsync (see SQLite), in batches (ReportBatcher): a thousand
+// gateways report a couple of hundred times a second, and each change of
+// every plan makes every agent report at once.
 func (s *SQLite) PutReport(ctx context.Context, r Report) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	_, err := s.rdb.ExecContext(ctx, "INSERT INTO reports (gateway, report, received) VALUES (?, ?, ?) ON CONFLICT (gateway) DO UPDATE SET report = excluded.report, received = excluded.received",
-		r.Gateway, string(r.JSON), nanos(r.Received))
+	return s.reports.Put(ctx, r)
+}
+
+// putReports writes reports in one transaction (a later report of a
+// gateway replaces an earlier one).
+func (s *SQLite) putReports(reports []Report) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tx, err := s.rdb.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("storing the report of %s: %w", r.Gateway, sqliteError(err))
+		return sqliteError(err)
 	}
-	return nil
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, "INSERT INTO reports (gateway, report, received) VALUES (?, ?, ?) ON CONFLICT (gateway) DO UPDATE SET report = excluded.report, received = excluded.received")
+	if err != nil {
+		return sqliteError(err)
+	}
+	defer stmt.Close()
+	for _, r := range reports {
+		if _, err := stmt.ExecContext(ctx, r.Gateway, string(r.JSON), nanos(r.Received)); err != nil {
+			return sqliteError(err)
+		}
+	}
+	return sqliteError(tx.Commit())
 }
 
 // sumBytes stores the zero sum as no bytes (plans stored before sums).

@@ -334,3 +334,49 @@ func BenchmarkPutLargeReport(b *testing.B) {
 		}
 	}
 }
+
+// TestReportsInBatches: of reports put at once by many callers (written
+// in batches) every one is stored, the last of each gateway winning;
+// after Close a report is refused.
+func TestReportsInBatches(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	ctx := context.Background()
+	const gateways, rounds = 50, 4
+	errs := make(chan error, gateways*rounds)
+	for round := range rounds {
+		start := make(chan struct{})
+		done := make(chan struct{}, gateways)
+		for i := range gateways {
+			go func() {
+				<-start
+				errs <- s.PutReport(ctx, Report{Gateway: fmt.Sprintf("gw-%02d", i), JSON: fmt.Appendf(nil, `{"round":%d}`, round), Received: t0.Add(time.Duration(round) * time.Second)})
+				done <- struct{}{}
+			}()
+		}
+		close(start)
+		for range gateways {
+			<-done
+		}
+	}
+	for range gateways * rounds {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Reports(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != gateways {
+		t.Fatalf("%d reports stored, want %d", len(got), gateways)
+	}
+	for _, r := range got {
+		if want := fmt.Sprintf(`{"round":%d}`, rounds-1); string(r.JSON) != want || !r.Received.Equal(t0.Add((rounds-1)*time.Second)) {
+			t.Errorf("%s: report %s received %v, want the last round's %s", r.Gateway, r.JSON, r.Received, want)
+		}
+	}
+	s.Close()
+	if err := s.PutReport(ctx, Report{Gateway: "gw-00", JSON: []byte(`{}`), Received: t0}); err == nil {
+		t.Error("PutReport after Close succeeded")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -378,13 +379,35 @@ func (s *Store) readChanged(sn *snapshot, after int64, ev *store.Event) error {
 	return nil
 }
 
-// PutReport implements store.Store: one put, no transaction.
+// PutReport implements store.Store: reports are put in batches
+// (store.ReportBatcher), those of a batch in transactions of up to
+// reportsPerTxn puts (etcd allows 128 operations in one).
 func (s *Store) PutReport(ctx context.Context, r store.Report) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if _, err := s.cli.Put(ctx, s.key(dirReports+r.Gateway), mustJSON(reportRecord{JSON: r.JSON, Received: nanos(r.Received)})); err != nil {
-		return s.fail("storing the report of "+r.Gateway, err)
+	return s.reports.Put(ctx, r)
+}
+
+// reportsPerTxn is how many reports one transaction puts.
+const reportsPerTxn = 100
+
+// putReports puts reports (the last of each gateway), in transactions of
+// reportsPerTxn.
+func (s *Store) putReports(reports []store.Report) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reports = store.Latest(reports)
+	for len(reports) > 0 {
+		n := min(len(reports), reportsPerTxn)
+		ops := make([]clientv3.Op, n)
+		for i, r := range reports[:n] {
+			ops[i] = clientv3.OpPut(s.key(dirReports+r.Gateway), mustJSON(reportRecord{JSON: r.JSON, Received: nanos(r.Received)}))
+		}
+		if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			return s.fail(fmt.Sprintf("storing %d reports", n), err)
+		}
+		reports = reports[n:]
 	}
 	return nil
 }

@@ -91,6 +91,8 @@ type Store struct {
 	mu     sync.Mutex // guards closed
 	closed bool
 	done   chan struct{} // closed by Close
+
+	reports *store.ReportBatcher // writes reports (putReports)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -133,7 +135,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cli.Close()
 		return nil, fmt.Errorf("etcd store %s: the cluster does not answer within %v: %w", strings.Join(cfg.Endpoints, ","), timeout, err)
 	}
-	return &Store{cli: cli, prefix: prefix, done: make(chan struct{})}, nil
+	s := &Store{cli: cli, prefix: prefix, done: make(chan struct{})}
+	s.reports = store.NewReportBatcher(s.putReports)
+	return s, nil
 }
 
 // Keys under the prefix.

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// ReportBatcher writes status reports in batches for a store: the reports
+// put while one batch is written are written together next, by one
+// writer, so that a thousand agents reporting at once cost a few writes,
+// not a thousand.
+type ReportBatcher struct {
+	write func([]Report) error
+
+	mu      sync.Mutex
+	next    *reportBatch // the batch reports join; nil: none waiting
+	writing bool         // a writer runs
+}
+
+// reportBatch is reports written together; done is closed once they are,
+// err set before.
+type reportBatch struct {
+	reports []Report
+	done    chan struct{}
+	err     error
+}
+
+// NewReportBatcher returns a batcher writing with write, which gets the
+// reports of a batch in the order they were put (a later report of a
+// gateway replaces an earlier one).
+func NewReportBatcher(write func([]Report) error) *ReportBatcher {
+	return &ReportBatcher{write: write}
+}
+
+// Put adds r to the next batch and returns when that batch is written
+// (with its error), or when ctx ends (r may then still be written).
+func (b *ReportBatcher) Put(ctx context.Context, r Report) error {
+	b.mu.Lock()
+	if b.next == nil {
+		b.next = &reportBatch{done: make(chan struct{})}
+	}
+	batch := b.next
+	batch.reports = append(batch.reports, r)
+	start := !b.writing
+	b.writing = true
+	b.mu.Unlock()
+	if start {
+		go b.run()
+	}
+	select {
+	case <-batch.done:
+		if batch.err != nil {
+			return fmt.Errorf("storing the report of %s: %w", r.Gateway, batch.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("storing the report of %s: %w", r.Gateway, ctx.Err())
+	}
+}
+
+// run writes batches until none waits.
+func (b *ReportBatcher) run() {
+	for batch := b.take(); batch != nil; batch = b.take() {
+		batch.err = b.write(batch.reports)
+		close(batch.done)
+	}
+}
+
+// take returns the next batch, or nil (and the writer stops) when none
+// waits.
+func (b *ReportBatcher) take() *reportBatch {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	batch := b.next
+	b.next = nil
+	if batch == nil {
+		b.writing = false
+	}
+	return batch
+}
+
+// Latest returns reports less those a later report of the same gateway
+// replaces, in the order of the last of each.
+func Latest(reports []Report) []Report {
+	last := make(map[string]int, len(reports))
+	for i, r := range reports {
+		last[r.Gateway] = i
+	}
+	out := make([]Report, 0, len(last))
+	for i, r := range reports {
+		if last[r.Gateway] == i {
+			out = append(out, r)
+		}
+	}
+	return out
+}

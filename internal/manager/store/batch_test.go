@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestReportBatcher: reports put at once are written in fewer batches
+// than reports, each batch in the order put; every caller gets its
+// batch's error; Latest keeps the last report of each gateway.
+func TestReportBatcher(t *testing.T) {
+	var mu sync.Mutex
+	var batches [][]Report
+	release := make(chan struct{})
+	first := true
+	b := NewReportBatcher(func(rs []Report) error {
+		if first {
+			first = false
+			<-release // the others pile up meanwhile
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		batches = append(batches, rs)
+		if rs[0].Gateway == "fail" {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	done := make(chan error)
+	go func() { done <- b.Put(ctx, Report{Gateway: "gw-first"}) }()
+	waitFor(t, "the first batch being written", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.writing && b.next == nil
+	})
+	const n = 50
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := b.Put(ctx, Report{Gateway: fmt.Sprintf("gw-%02d", i)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	waitFor(t, "the reports put meanwhile in the next batch", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.next != nil && len(b.next.reports) == n
+	})
+	close(release)
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) != 2 || len(batches[1]) != n {
+		t.Errorf("%d batches (%v), want the first report alone, then the %d put meanwhile together", len(batches), batches, n)
+	}
+	if err := b.Put(ctx, Report{Gateway: "fail"}); err == nil {
+		t.Error("a batch's error is not returned")
+	}
+	got := Latest([]Report{{Gateway: "a", JSON: []byte("1")}, {Gateway: "b"}, {Gateway: "a", JSON: []byte("2")}})
+	if want := []Report{{Gateway: "b"}, {Gateway: "a", JSON: []byte("2")}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Latest = %v, want %v", got, want)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

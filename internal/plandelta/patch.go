@@ -1,0 +1,342 @@
+package plandelta
+
+import (
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// Patch is the change of one struct value (a site of a Local, say) by
+// field, for the entries of a list that a LocalDelta keeps but changes:
+// a bridged network added over every site gives each site's gateway a
+// bridge port, which a Patch sends as that one field rather than the whole
+// site again. Fields are named by their JSON names; the value built is
+// equal to the new one as JSON (the form sums cover).
+type Patch struct {
+	// Set holds the fields replaced whole, as their new value's JSON.
+	Set map[string]json.RawMessage `json:"set,omitempty"`
+	// Edit holds the fields changed in part: a struct field by a Patch of
+	// it, a list of structs that kept its length by Elems.
+	Edit map[string]*Patch `json:"edit,omitempty"`
+	// Elems, in a Patch of a list, patches its entries by index.
+	Elems map[int]*Patch `json:"elems,omitempty"`
+}
+
+// diffPatch returns the Patch from a to b (values of one struct type), or
+// false when T is not a struct whose fields all have JSON names that a
+// Patch can set.
+func diffPatch[T any](a, b T) (*Patch, bool) {
+	return diffStruct(reflect.ValueOf(a), reflect.ValueOf(b))
+}
+
+// diffStruct is diffPatch of two struct values.
+func diffStruct(a, b reflect.Value) (*Patch, bool) {
+	fields, ok := jsonFields(a.Type())
+	if !ok {
+		return nil, false
+	}
+	p := &Patch{}
+	for _, f := range fields {
+		fa, fb := a.Field(f.index), b.Field(f.index)
+		ja, err := json.Marshal(fa.Interface())
+		if err != nil {
+			return nil, false
+		}
+		jb, err := json.Marshal(fb.Interface())
+		if err != nil {
+			return nil, false
+		}
+		if string(ja) == string(jb) {
+			continue
+		}
+		if sub, ok := diffPart(fa, fb); ok {
+			if p.Edit == nil {
+				p.Edit = map[string]*Patch{}
+			}
+			p.Edit[f.name] = sub
+			continue
+		}
+		if p.Set == nil {
+			p.Set = map[string]json.RawMessage{}
+		}
+		p.Set[f.name] = jb
+	}
+	return p, true
+}
+
+// diffPart returns a Patch of a field changed in part: a struct, or a list
+// of structs of the same length; false when it is to be set whole.
+func diffPart(a, b reflect.Value) (*Patch, bool) {
+	switch {
+	case a.Kind() == reflect.Struct && !marshals(a.Type()):
+		return diffStruct(a, b)
+	case a.Kind() == reflect.Slice && a.Len() == b.Len() && !a.IsNil() && !b.IsNil() &&
+		a.Type().Elem().Kind() == reflect.Struct && !marshals(a.Type().Elem()) && !marshals(a.Type()):
+		p := &Patch{Elems: map[int]*Patch{}}
+		for i := range a.Len() {
+			ea, eb := a.Index(i), b.Index(i)
+			ja, err1 := json.Marshal(ea.Interface())
+			jb, err2 := json.Marshal(eb.Interface())
+			if err1 != nil || err2 != nil {
+				return nil, false
+			}
+			if string(ja) == string(jb) {
+				continue
+			}
+			sub, ok := diffStruct(ea, eb)
+			if !ok {
+				return nil, false
+			}
+			p.Elems[i] = sub
+		}
+		return p, true
+	}
+	return nil, false
+}
+
+// applyPatch returns base with p applied (base is not changed: lists it
+// edits are copied); pc keeps what applying p again needs (a patch
+// repeated over a thousand sites is decoded once).
+func applyPatch[T any](base T, p *Patch, pc patchCache) (T, error) {
+	v := reflect.New(reflect.TypeFor[T]()).Elem()
+	v.Set(reflect.ValueOf(base))
+	if err := pc.patchStruct(v, p); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.Interface().(T), nil
+}
+
+// patchCache holds the patches applied so far, checked and with their
+// values decoded.
+type patchCache map[*Patch]*compiledPatch
+
+// compiledPatch is a Patch of a struct type, its fields found and the
+// values it sets decoded.
+type compiledPatch struct {
+	set  []setField
+	edit []editField
+}
+
+type setField struct {
+	index int
+	// value is the decoded value, given to each use as it is (values
+	// without references), or copied (maps and lists of such values);
+	// when not reusable, raw is decoded at each use.
+	value reflect.Value
+	reuse bool
+	raw   json.RawMessage
+	name  string
+}
+
+type editField struct {
+	index int
+	name  string
+	sub   *Patch
+}
+
+// compile checks p against struct type t and decodes what it sets.
+func (pc patchCache) compile(t reflect.Type, p *Patch) (*compiledPatch, error) {
+	if c, ok := pc[p]; ok {
+		return c, nil
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: an empty patch", ErrMismatch)
+	}
+	if len(p.Elems) > 0 {
+		return nil, fmt.Errorf("%w: a patch of a list's entries for a %s", ErrMismatch, t)
+	}
+	byName, ok := jsonFieldsByName(t)
+	if !ok {
+		return nil, fmt.Errorf("%w: a %s cannot be patched", ErrMismatch, t)
+	}
+	c := &compiledPatch{}
+	for name, raw := range p.Set {
+		i, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: a %s has no field %q", ErrMismatch, t, name)
+		}
+		ft := t.Field(i).Type
+		nv := reflect.New(ft)
+		if err := json.Unmarshal(raw, nv.Interface()); err != nil {
+			return nil, fmt.Errorf("%w: field %q: %v", ErrMismatch, name, err)
+		}
+		c.set = append(c.set, setField{index: i, value: nv.Elem(), reuse: copyable(ft), raw: raw, name: name})
+	}
+	for name, sub := range p.Edit {
+		i, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: a %s has no field %q", ErrMismatch, t, name)
+		}
+		if _, set := p.Set[name]; set {
+			return nil, fmt.Errorf("%w: field %q both set and edited", ErrMismatch, name)
+		}
+		c.edit = append(c.edit, editField{index: i, name: name, sub: sub})
+	}
+	pc[p] = c
+	return c, nil
+}
+
+// patchStruct applies p to the addressable struct v.
+func (pc patchCache) patchStruct(v reflect.Value, p *Patch) error {
+	c, err := pc.compile(v.Type(), p)
+	if err != nil {
+		return err
+	}
+	for _, f := range c.set {
+		if f.reuse {
+			v.Field(f.index).Set(copyOf(f.value))
+			continue
+		}
+		nv := reflect.New(f.value.Type())
+		if err := json.Unmarshal(f.raw, nv.Interface()); err != nil {
+			return fmt.Errorf("%w: field %q: %v", ErrMismatch, f.name, err)
+		}
+		v.Field(f.index).Set(nv.Elem())
+	}
+	for _, f := range c.edit {
+		if err := pc.patchPart(v.Field(f.index), f.sub); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// copyable reports whether a value of t can be given to several structs
+// as copyOf makes it: no pointers, interfaces or channels inside, maps
+// and lists only of such values (copied one level deep).
+func copyable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.String:
+		return true
+	case reflect.Map:
+		return scalar(t.Key()) && scalar(t.Elem())
+	case reflect.Slice:
+		return scalar(t.Elem())
+	}
+	return false
+}
+
+// scalar reports whether t is a number, a bool or a string.
+func scalar(t reflect.Type) bool {
+	return t.Kind() != reflect.Map && t.Kind() != reflect.Slice && copyable(t)
+}
+
+// copyOf returns v, a copyable value, with its map or list copied.
+func copyOf(v reflect.Value) reflect.Value {
+	switch {
+	case v.Kind() == reflect.Map && !v.IsNil():
+		out := reflect.MakeMapWithSize(v.Type(), v.Len())
+		for it := v.MapRange(); it.Next(); {
+			out.SetMapIndex(it.Key(), it.Value())
+		}
+		return out
+	case v.Kind() == reflect.Slice && !v.IsNil():
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(out, v)
+		return out
+	}
+	return v
+}
+
+// patchPart applies p to the addressable field v (a struct or a list of
+// structs, as diffPart made it).
+func (pc patchCache) patchPart(v reflect.Value, p *Patch) error {
+	switch {
+	case v.Kind() == reflect.Struct && !marshals(v.Type()):
+		return pc.patchStruct(v, p)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct && !marshals(v.Type().Elem()) && !marshals(v.Type()):
+		if p == nil || len(p.Set) > 0 || len(p.Edit) > 0 {
+			return fmt.Errorf("%w: a patch of fields for a list", ErrMismatch)
+		}
+		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		reflect.Copy(out, v)
+		for i, sub := range p.Elems {
+			if i < 0 || i >= out.Len() {
+				return fmt.Errorf("%w: patching entry %d of a list of %d", ErrMismatch, i, out.Len())
+			}
+			if err := pc.patchStruct(out.Index(i), sub); err != nil {
+				return fmt.Errorf("entry %d: %w", i, err)
+			}
+		}
+		v.Set(out)
+		return nil
+	}
+	return fmt.Errorf("%w: a %s cannot be patched in part", ErrMismatch, v.Type())
+}
+
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// marshals reports whether t encodes itself (netip.Addr, say): such a
+// value is set whole.
+func marshals(t reflect.Type) bool {
+	pt := reflect.PointerTo(t)
+	return t.Implements(jsonMarshaler) || t.Implements(textMarshaler) || pt.Implements(jsonMarshaler) || pt.Implements(textMarshaler)
+}
+
+// jsonField is a struct field with its JSON name.
+type jsonField struct {
+	name  string
+	index int
+}
+
+// fieldsCache holds jsonFields' answers by type.
+var fieldsCache sync.Map // reflect.Type → fieldsOf
+
+type fieldsOf struct {
+	list   []jsonField
+	byName map[string]int
+	ok     bool
+}
+
+// jsonFields returns the fields of struct type t that JSON encodes, by
+// their JSON names, or false when t is not a struct or embeds one (whose
+// fields JSON promotes). Unexported fields are not encoded: a patched
+// value keeps the base's.
+func jsonFields(t reflect.Type) ([]jsonField, bool) {
+	f := fieldsFor(t)
+	return f.list, f.ok
+}
+
+func jsonFieldsByName(t reflect.Type) (map[string]int, bool) {
+	f := fieldsFor(t)
+	return f.byName, f.ok
+}
+
+func fieldsFor(t reflect.Type) fieldsOf {
+	if f, ok := fieldsCache.Load(t); ok {
+		return f.(fieldsOf)
+	}
+	f := fieldsOf{byName: map[string]int{}, ok: t.Kind() == reflect.Struct && !marshals(t)}
+	if f.ok {
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			if sf.Anonymous {
+				f.ok = false
+				break
+			}
+			if !sf.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = sf.Name
+			}
+			f.list = append(f.list, jsonField{name: name, index: i})
+			f.byName[name] = i
+		}
+	}
+	fieldsCache.Store(t, f)
+	return f
+}
