@@ -63,6 +63,20 @@ type haSource struct {
 	// since when.
 	active      string
 	activeSince time.Time
+	// applied is the plan the loop last applied without error; announce
+	// asks the monitor for a hello at once (what this gateway sends
+	// where changed).
+	applied, pending *plan.Gateway
+	announce         chan struct{}
+	// moving are the prefixes sent straight to their site's gateway
+	// during a way back's lead (WayBackLead).
+	moving map[netip.Prefix]netip.Addr
+	// holds: the applied plan makes this gateway its site's active one;
+	// appliedDown the links the decision held down when it was applied.
+	holds       bool
+	appliedDown map[plan.SitePair]bool
+	// tx is the transit device's state (transit.go).
+	tx transitState
 }
 
 type haTarget struct {
@@ -77,7 +91,7 @@ func newHASource(inner Source, cfg HAConfig, m *metrics.Agent, logf func(string,
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &haSource{inner: inner, cfg: cfg, logf: logf, metrics: m, kick: make(chan struct{}, 1)}
+	return &haSource{inner: inner, cfg: cfg, logf: logf, metrics: m, kick: make(chan struct{}, 1), announce: make(chan struct{}, 1)}
 }
 
 // Run implements Source.
@@ -129,7 +143,7 @@ func (h *haSource) fromInner(u Update) Result {
 		out.Why = u.Why + " (" + why + ")"
 	}
 	h.noteRoutes(p, out.Why)
-	return h.deliver(out)
+	return h.deliverMoving(out)
 }
 
 // noteRoutes logs and counts a path change when p's routes differ from
@@ -165,7 +179,7 @@ func (h *haSource) redeliver() {
 		u.Why = "failover: back to the plan as planned"
 	}
 	h.noteRoutes(p, u.Why)
-	h.deliver(u)
+	h.deliverMoving(u)
 }
 
 // decide returns the plan to put in force for the latest inner plan and
@@ -301,13 +315,15 @@ func (h *haSource) monitor(ctx context.Context) {
 	defer release.Stop()
 	seq := 0
 	for {
-		echo := false
+		echo, announce := false, false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			echo = true
 		case <-release.C:
+		case <-h.announce:
+			announce = true
 		}
 		h.mu.Lock()
 		st, targets := h.state, h.targets
@@ -338,15 +354,19 @@ func (h *haSource) monitor(ctx context.Context) {
 		// changed: a claim or a step-down reaches the others a hello
 		// sooner, which shortens a handover.
 		var hello []byte
-		if echo && seq%2 == 0 || changed {
+		if echo && seq%2 == 0 || changed || announce {
 			hello, _ = json.Marshal(h.state.Hello(now, dec))
 		}
 		if at, ok := h.state.NextRelease(now); ok && at.Sub(now) < interval {
 			release.Reset(at.Sub(now))
 		}
 		h.mu.Unlock()
+		// Encapsulate what the far ends do not accept plain (any more),
+		// before the hello that says this gateway stepped down: a remote
+		// gateway moves the site away from it only on that word.
+		h.syncTransit()
 		for _, e := range events {
-			h.logf("failover: %s", e)
+			h.logf("failover: %s (at %s)", e, now.Format("15:04:05.000"))
 			if strings.HasPrefix(e, "active (epoch") {
 				h.metrics.Failover()
 			}

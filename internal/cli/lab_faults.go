@@ -45,7 +45,9 @@ The faults, in order:
   agent-killed          kill -9 its agent; repair: start it again
   standby-down          the standby gateway machine, as active-gateway-down
   link-cut              one inter-site link, both ways (nftables in the lab
-                        internet between the two gateways' addresses)
+                        internet between the two gateways' addresses);
+                        watched 14 s after the repair, through the way back
+                        to the repaired link (way_back_lost)
   link-cut-one-way      the same link, one way
   link-flap             the same link cut and restored every 2 s for 20 s
   relay-down            the gateway that relays two other sites' traffic
@@ -62,8 +64,9 @@ The faults, in order:
 With --manager-down the manager is stopped once every agent has its plan.
 The report ends with checks_passed: issue 11's thresholds (outage <= 1 s and
 TCP surviving for the first three faults, <= 3 s for link-cut,
-link-cut-one-way and relay-down, nothing lost for standby-down, agent-killed
-and every pair a fault does not concern, every fault recovered). See
+link-cut-one-way and relay-down, nothing lost for standby-down, agent-killed,
+operator-activate, link-cut's way back and every pair a fault does not
+concern, every fault recovered). See
 docs/resilience.md for the mechanisms and the figures. It exits 1 when a check fails and removes the lab unless
 --keep. It needs root.`,
 		Example: `  fednet lab faults

@@ -169,7 +169,8 @@ func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, er
 	}
 	ops, downErr := down(cur, d.reg, kernelL2{})
 	changes, vipErr := releaseVirtual(p)
-	errs := []error{downErr, vipErr}
+	// The transit device (transit.go), which the agent's failover makes.
+	errs := []error{downErr, vipErr, DownTransit()}
 	for _, o := range ops {
 		c, err := o.(linuxOp).exec(ctx, d)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -208,7 +209,13 @@ func (m mssAbove) text() string  { return fmt.Sprintf("tcp option maxseg size > 
 // tunnel" is repeated per tunnel, and a rule on "not the tunnel" matches
 // none of them.
 func buildRuleset(fw plan.Firewall) ruleset {
+	// The transit device (transit.go) is one more way in and out of the
+	// federation: what it unwraps came through a tunnel, and the flows
+	// must hold for it exactly as for the tunnels.
 	tunnels := fw.Tunnels
+	if len(tunnels) > 0 {
+		tunnels = append(slices.Clone(tunnels), TransitDevice)
+	}
 	// notTunnel matches a packet that did not come in (or, out, does not
 	// leave) by any tunnel.
 	notTunnel := func(out bool) []match {
@@ -236,6 +243,11 @@ func buildRuleset(fw plan.Firewall) ruleset {
 	// public side would otherwise put frames into a bridged network.
 	for _, p := range fw.TunnelPorts {
 		add(&input, "drop", append(notTunnel(false), udpDport{p})...)
+	}
+	// The transit device's VXLAN likewise, or a host could put packets
+	// into the federation through it.
+	if len(tunnels) > 0 {
+		add(&input, "drop", append(notTunnel(false), udpDport{TransitPort})...)
 	}
 	// A neighbor tunnel's port takes VXLAN from its host only: anyone else
 	// on the LAN could otherwise inject frames into the bridged network.

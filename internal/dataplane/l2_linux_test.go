@@ -216,18 +216,7 @@ func bridgePhase(t *testing.T, phase string) {
 	}
 	lan(&pa, "10.255.0.1", "10.255.0.2")
 	lan(&pb, "10.255.0.2", "10.255.0.1")
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv, p := ka, pa
-	if strings.HasPrefix(phase, "b-") {
-		priv, p = kb, pb
-	}
-	d, err := newLinux(Config{WireGuard: wireguard.Config{PrivateKey: priv, WGDevCommand: []string{exe, "wgdev"}}, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, p := phaseDataplane(t, phase, ka, kb, pa, pb)
 	ctx := context.Background()
 	switch phase {
 	case "a-up", "b-up":

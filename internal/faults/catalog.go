@@ -26,6 +26,9 @@ type instance struct {
 	inject func(ctx context.Context) error
 	lasts  time.Duration
 	hold   time.Duration
+	// wayBack: the fault's window after the repair holds the way back to
+	// the repaired link (at least WayBackAfter), whose losses are counted.
+	wayBack bool
 	// repair undoes the fault; nil when the federation must heal by itself
 	// (recovery then counts from the injection).
 	repair func(ctx context.Context) error
@@ -181,6 +184,7 @@ func (r *runner) prepareLink(ctx context.Context, name string) (*instance, error
 	}
 	in.inject = func(ctx context.Context) error { return set(ctx, true) }
 	in.repair = func(ctx context.Context) error { return set(ctx, false) }
+	in.wayBack = name == LinkCut && !r.cfg.NoWayBack
 	switch name {
 	case LinkCutOneWay:
 		in.target = ga.Name + "->" + gb.Name

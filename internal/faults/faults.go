@@ -64,6 +64,11 @@ type Config struct {
 	// 10 s): long enough for TCP's retransmission backoff after an outage
 	// of a few seconds.
 	After time.Duration
+	// WayBack measures link-cut's way back: its transfer and probes go on
+	// for WayBackAfter after the repair (the agents' hold-down and a few
+	// seconds), at least After, and WayBackLost counts what every pair
+	// lost after the repair. Default true (Run sets it unless NoWayBack).
+	NoWayBack bool
 	// RecoverTimeout bounds the wait for every pair to answer after the
 	// repair (default 30 s); BaselineTimeout the wait before a fault
 	// (default 30 s); ConvergeTimeout the first convergence (default 60 s).

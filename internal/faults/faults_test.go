@@ -159,6 +159,11 @@ func TestMeasure(t *testing.T) {
 		t.Errorf("gaps of %s: %q; want the run after the injection, timed from it", res.Losses[0].Pair, g)
 	}
 
+	// The way back: what every pair lost from the repair (120 ms) on.
+	if n := lostAfter(logs, ms(120)); n != 3+7+1 {
+		t.Errorf("lostAfter the repair = %d, want 11", n)
+	}
+
 	// A pair that never answers again: not recovered.
 	res = Result{}
 	if _, ok := measure(&res, []lab.ProbeLog{probeLog("....xxxx")}, pairs[:1], []bool{true}, nil, 0, ms(50)); ok || res.Recovered {
@@ -188,27 +193,27 @@ func jsonEqual(a, b any) bool {
 
 // The checks apply the thresholds per fault.
 func TestEvaluate(t *testing.T) {
-	three := 3
+	three, zero := 3, 0
 	good := []Result{
 		{Name: ActiveGatewayDown, HeldMs: 5000, OutageMs: 900, TCPSurvived: true, Recovered: true},
 		{Name: ActiveUplinkCut, HeldMs: 5000, OutageMs: 1000, TCPSurvived: true, Recovered: true},
 		{Name: WGDevKilled, OutageMs: 300, TCPSurvived: true, Recovered: true},
 		{Name: AgentKilled, Sent: 100, Recovered: true},
 		{Name: StandbyDown, Sent: 100, Recovered: true},
-		{Name: LinkCut, HeldMs: 5000, OutageMs: 2500, Recovered: true},
+		{Name: LinkCut, HeldMs: 5000, OutageMs: 2500, Recovered: true, WayBackLost: &zero},
 		{Name: LinkCutOneWay, HeldMs: 5000, OutageMs: 3000, Recovered: true},
 		{Name: LinkFlap, HeldMs: 2000, OutageMs: 9000, Recovered: true, LinkChanges: 10, PathChanges: &three},
 		{Name: RelayDown, HeldMs: 5000, OutageMs: 100, Recovered: true},
 		{Name: SiteLANSplit, HeldMs: 5000, OutageMs: 5000, Recovered: true},
 		{Name: ManagerKilled, HeldMs: 5000, Recovered: true},
-		{Name: OperatorActivate, HeldMs: 5000, Lost: 100, OutageMs: 50, TCPSurvived: true, Recovered: true},
+		{Name: OperatorActivate, HeldMs: 5000, TCPSurvived: true, Recovered: true},
 	}
 	checks := Evaluate(good)
 	if !Passed(checks) {
 		t.Fatalf("good results fail: %+v", checks)
 	}
-	if len(checks) != 2*len(good)+10 {
-		t.Errorf("%d checks for %d results, want %d", len(checks), len(good), 2*len(good)+10)
+	if len(checks) != 2*len(good)+11 {
+		t.Errorf("%d checks for %d results, want %d", len(checks), len(good), 2*len(good)+11)
 	}
 	if Passed(nil) {
 		t.Error("no checks passed")
@@ -232,6 +237,8 @@ func TestEvaluate(t *testing.T) {
 		{"paths not counted", func(r *Result) { r.PathChanges = nil }, LinkFlap},
 		{"an error", func(r *Result) { r.Error = "boom" }, LinkCut},
 		{"TCP broke on a handover", func(r *Result) { r.TCPSurvived = false }, OperatorActivate},
+		{"a handover lost one", func(r *Result) { r.Lost, r.OutageMs = 1, 20 }, OperatorActivate},
+		{"the way back lost one", func(r *Result) { r.WayBackLost = new(int); *r.WayBackLost = 1 }, LinkCut},
 	} {
 		results := slices.Clone(good)
 		i := slices.IndexFunc(results, func(r Result) bool { return r.Name == tc.fault })

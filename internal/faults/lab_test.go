@@ -47,6 +47,8 @@ func TestShortSuite(t *testing.T) {
 		Settle:   time.Second,
 		Hold:     2 * time.Second,
 		After:    5 * time.Second,
+		// Short: link-cut does not wait for its way back.
+		NoWayBack: true,
 	})
 	if rep == nil {
 		t.Fatalf("the suite did not run: %v", err)

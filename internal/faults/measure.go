@@ -61,6 +61,18 @@ func measure(res *Result, logs []lab.ProbeLog, pairs []Pair, concerned, down []b
 	return recovered, true
 }
 
+// lostAfter counts the probes every pair lost among those sent after the
+// offset repair: a repaired link's way back.
+func lostAfter(logs []lab.ProbeLog, repair time.Duration) int {
+	n := 0
+	for _, g := range logs {
+		if k := len(g.Probes); k > 0 && g.Probes[k-1].Sent > repair {
+			n += g.Between(repair, g.Probes[k-1].Sent+1).Lost()
+		}
+	}
+	return n
+}
+
 func millis(d time.Duration) float64 { return round(float64(d)/float64(time.Millisecond), 1) }
 
 // gaps describes the first maxGaps runs of lost probes of g, from the

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/ha"
 )
 
 // Manager states a Result records: what the manager was doing when the
@@ -65,7 +67,11 @@ type Result struct {
 	SiteDownOutageMs float64 `json:"site_down_outage_ms,omitempty"`
 	// LinkChanges counts the link state changes a flap made; PathChanges
 	// the path changes the agents reported meanwhile (nil: not counted).
-	LinkChanges int  `json:"link_changes,omitempty"`
+	LinkChanges int `json:"link_changes,omitempty"`
+	// WayBackLost (link-cut) counts the probes every pair lost after the
+	// repair: the way back to the repaired link once its hold-down ends,
+	// inside the fault's window (WayBackAfter). Nil when not measured.
+	WayBackLost *int `json:"way_back_lost,omitempty"`
 	PathChanges *int `json:"path_changes,omitempty"`
 	// VirtualAddressHolder is the gateway holding the HA site's virtual
 	// address after the fault.
@@ -137,6 +143,12 @@ const (
 	LinkOutageMs = 3000
 )
 
+// WayBackAfter is how long link-cut watches after its repair, at least:
+// the agents' hold-down (ha.DefaultHoldDown) and 4 s, so that the way
+// back to the repaired link, and a second of answers after it, fall
+// inside the window.
+const WayBackAfter = ha.DefaultHoldDown + 4*time.Second
+
 // Evaluate returns the checks of results: every fault measured and
 // recovered; unconcerned pairs lost nothing; the outage and TCP thresholds
 // of the gateway faults; the outage thresholds of the link faults; no
@@ -163,12 +175,15 @@ func Evaluate(results []Result) []Check {
 		case LinkCut, LinkCutOneWay, RelayDown:
 			ok, held := outageCheck(r, LinkOutageMs)
 			add(r, fmt.Sprintf("outage <= %d ms", LinkOutageMs), ok, "outage %.0f ms%s", r.OutageMs, held)
+			if r.WayBackLost != nil {
+				add(r, "the way back loses nothing", *r.WayBackLost == 0, "%d probes lost after the repair", *r.WayBackLost)
+			}
 		case StandbyDown, AgentKilled:
 			add(r, "no loss", r.Lost == 0, "%d of %d probes lost", r.Lost, r.Sent)
 		case OperatorActivate:
-			// A handover is not lossless yet (docs/resilience.md): the
-			// bar is the connection, the loss is reported.
-			add(r, "TCP survives", r.TCPSurvived, "TCP survived %v%s; %d of %d probes lost, outage %.0f ms", r.TCPSurvived, suffix(r.TCPDetail), r.Lost, r.Sent, r.OutageMs)
+			// A handover loses nothing (docs/resilience.md, lossless
+			// moves), and the connection carries on.
+			add(r, "no loss, TCP survives", r.Lost == 0 && r.TCPSurvived, "%d of %d probes lost, outage %.0f ms, TCP survived %v%s", r.Lost, r.Sent, r.OutageMs, r.TCPSurvived, suffix(r.TCPDetail))
 		case LinkFlap:
 			ok := r.PathChanges != nil && *r.PathChanges <= r.LinkChanges
 			changes := "not counted"

@@ -59,8 +59,12 @@ func (r *runner) run(ctx context.Context, name string) Result {
 		res.Error = "before the fault: " + err.Error()
 		return res
 	}
+	after := r.cfg.After
+	if in.wayBack {
+		after = max(after, WayBackAfter)
+	}
 	transfer, err := lab.StartTransfer(ctx, in.client, in.server, addrOf(in.server), lab.TransferConfig{
-		Duration: r.cfg.Settle + in.lasts + in.hold + r.cfg.After,
+		Duration: r.cfg.Settle + in.lasts + in.hold + after,
 		Rate:     r.cfg.TransferRate,
 	})
 	if err != nil {
@@ -124,6 +128,10 @@ func (r *runner) run(ctx context.Context, name string) Result {
 		}
 	}
 	recoveredAt, ok := measure(&res, probeLogs, r.pairs, concerned, down, injected.Sub(start), repaired.Sub(start))
+	if in.wayBack {
+		n := lostAfter(probeLogs, repaired.Sub(start))
+		res.WayBackLost = &n
+	}
 	if verifyErr != nil {
 		res.Recovered = false
 		res.Error = joinMsg(res.Error, verifyErr.Error())

@@ -112,6 +112,15 @@ type Entry struct {
 	// link up at the latest release of its holders, at that moment, so
 	// that traffic moves back at both ends together.
 	Release []int64 `json:"u,omitempty"`
+	// Sends names, per remote site, the gateway this gateway sends that
+	// site's prefixes to in the plan it applied: the peer its WireGuard
+	// accepts them from. A gateway sends its site's traffic plain to a
+	// peer only while the peer's Sends names it (see Plain).
+	Sends map[string]string `json:"m,omitempty"`
+	// Holds says the gateway's applied plan makes it its site's active
+	// gateway (it holds the virtual address): an active gateway steps
+	// down for a better claim only once the claimant holds (see yieldTo).
+	Holds bool `json:"h,omitempty"`
 }
 
 // Hello is what an agent sends its peers and its site's gateways.
@@ -223,6 +232,17 @@ type State struct {
 	// ticks records the lateness of this agent's own ticks (a busy CPU
 	// delays the data plane as much): it lengthens every detection time.
 	ticks target
+	// sends is this gateway's Entry.Sends (SetSends); remote the remote
+	// sites' active gateways as last decided (see remoteActive).
+	sends  map[string]string
+	remote map[string]remoteClaim
+	// holds is this gateway's Entry.Holds (SetHolds); better the best
+	// claim over this active gateway's, since when (yieldTo).
+	holds  bool
+	better struct {
+		gateway string
+		since   time.Time
+	}
 }
 
 // RoleChange is a change of this gateway's role that the election made.
@@ -536,7 +556,7 @@ func (s *State) Tick(now time.Time, named string) Decision {
 			continue
 		}
 		if g, _, ok := s.claimant(site, now); ok && len(gws) > 1 {
-			d.Active[site] = g
+			d.Active[site] = s.remoteActive(site, g, now)
 		}
 		anyAlive := false
 		for _, g := range gws {
@@ -729,7 +749,7 @@ func (s *State) elect(now time.Time, named string, myReach, remoteSites int) {
 	other, otherEpoch, claimed := s.claimant(s.site, now)
 	reachOK := myReach > 0 || remoteSites == 0
 	if s.active {
-		if claimed && better(otherEpoch, other, s.epoch, s.cfg.Self) {
+		if claimed && better(otherEpoch, other, s.epoch, s.cfg.Self) && s.yieldTo(other, now) {
 			s.active = false
 			why := fmt.Sprintf("%s claims the site with epoch %d (mine %d)", other, otherEpoch, s.epoch)
 			s.changed(RoleChange{At: now, Other: other, Cause: why}, "standby: "+why)
@@ -820,7 +840,7 @@ func (s *State) Hello(now time.Time, d Decision) Hello {
 	if s.starting(now) {
 		reach = -1
 	}
-	own := Entry{Gateway: s.cfg.Self, Site: s.site, Seq: now.UnixNano(), Active: d.SelfActive, Epoch: s.epoch, Reach: reach}
+	own := Entry{Gateway: s.cfg.Self, Site: s.site, Seq: now.UnixNano(), Active: d.SelfActive, Epoch: s.epoch, Reach: reach, Sends: s.sends, Holds: s.holds}
 	if d.SelfActive {
 		for p, t := range s.links {
 			if t.heldDown {

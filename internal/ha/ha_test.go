@@ -38,6 +38,11 @@ type sim struct {
 	deaf map[string]bool
 	// events are every gateway's events, "gateway: event".
 	events []string
+	// afterTick, when set, runs after every tick (the agents' applies).
+	afterTick func()
+	// slow gateways have not applied their decision yet (they hold
+	// nothing new).
+	slow map[string]bool
 }
 
 func newSim(t *testing.T) *sim {
@@ -119,11 +124,19 @@ func (s *sim) run(d time.Duration) {
 				continue
 			}
 			s.dec[a] = s.states[a].Tick(s.now, s.named)
+			// The agents apply at once: a gateway active by its decision
+			// holds the site.
+			if !s.slow[a] {
+				s.states[a].SetHolds(s.dec[a].SelfActive)
+			}
 			delete(s.deaf, a)
 			for _, e := range s.states[a].Events() {
 				s.t.Logf("%v %s: %s", s.now.Sub(time.Unix(1000, 0)), a, e)
 				s.events = append(s.events, a+": "+e)
 			}
+		}
+		if s.afterTick != nil {
+			s.afterTick()
 		}
 	}
 }

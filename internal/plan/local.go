@@ -99,3 +99,29 @@ func Equal(a, b Gateway) bool {
 	a.Local, b.Local = nil, nil
 	return string(a.JSON()) == string(b.JSON())
 }
+
+// SendsTo returns, for each site of f other than g's whose prefixes g's
+// peers carry, the peer gateway whose allowed IPs hold them: where g sends
+// that site's traffic and whom its WireGuard accepts it from. Transit
+// addresses do not count. Sites g does not reach are absent.
+func SendsTo(g Gateway, f *spec.Federation) map[string]string {
+	out := map[string]string{}
+	for _, p := range g.Peers {
+		for _, a := range p.AllowedIPs {
+			if a.IsSingleIP() && g.Firewall.Transit.Contains(a.Addr()) {
+				continue
+			}
+			for _, s := range f.Sites {
+				if s.Name == g.Site {
+					continue
+				}
+				for _, sp := range s.Prefixes {
+					if sp.Overlaps(a) {
+						out[s.Name] = p.Gateway
+					}
+				}
+			}
+		}
+	}
+	return out
+}

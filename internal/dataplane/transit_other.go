@@ -1,0 +1,16 @@
+//go:build !linux
+
+package dataplane
+
+import (
+	"errors"
+	"runtime"
+)
+
+// SyncTransit returns an error: gateways run on Linux only.
+func SyncTransit(c TransitConfig) ([]Change, error) {
+	return nil, errors.New("dataplane: the transit device needs Linux, not " + runtime.GOOS)
+}
+
+// DownTransit does nothing off Linux.
+func DownTransit() error { return nil }
