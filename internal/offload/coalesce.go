@@ -461,11 +461,19 @@ func sameTunnel(a, b []byte, l *layout) bool {
 		bytes.Equal(a[l.outerL4+udpHeaderLen:l.l3], b[l.outerL4+udpHeaderLen:l.l3])
 }
 
-// checksumsValid verifies the transport checksum of p (and a tunnel
-// packet's outer UDP checksum, if it has one): a merged packet goes to the
-// kernel with its checksum marked as to be computed, so a packet the
-// kernel would drop for a bad checksum must not be merged.
+// checksumsValid verifies the IPv4 header checksums of p (the outer one of
+// a tunnel packet and the inner one), its transport checksum and a tunnel
+// packet's outer UDP checksum, if it has one: a merged packet goes to the
+// kernel with fresh IPv4 header checksums and its transport checksum
+// marked as to be computed, so a packet the kernel would drop for a bad
+// checksum must not be merged (merging would mend it).
 func checksumsValid(p []byte, l *layout) bool {
+	if l.tunnel && Checksum(p[:l.outerL4], 0) != 0 {
+		return false
+	}
+	if l.ip4 && Checksum(p[l.l3:l.l4], 0) != 0 {
+		return false
+	}
 	if l.tunnel {
 		if uh := p[l.outerL4:]; uh[udpChecksumAt]|uh[udpChecksumAt+1] != 0 {
 			src, dst := l.outerSrcDst(p)
