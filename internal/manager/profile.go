@@ -1,9 +1,9 @@
 package manager
 
 import (
-	"fmt"
 	"os"
-	"runtime/pprof"
+
+	"github.com/fednet/fednet/internal/cpuprofile"
 )
 
 // ProfileEnv, when set in a manager's environment, names a file Serve
@@ -20,27 +20,10 @@ func startProfile(logf func(string, ...any)) func() {
 	if path == "" {
 		return func() {}
 	}
-	stop, err := StartCPUProfile(path)
+	stop, err := cpuprofile.Start(path)
 	if err != nil {
 		logf("%s: %v", ProfileEnv, err)
 		return func() {}
 	}
 	return stop
-}
-
-// StartCPUProfile writes a CPU profile of this process to path until the
-// function it returns is called.
-func StartCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("creating the CPU profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting the CPU profile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
 }

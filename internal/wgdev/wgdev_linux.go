@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fednet/fednet/internal/cpuprofile"
 	"net"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 
@@ -65,7 +65,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		logf = device.DiscardLogf
 	}
 	if dir := os.Getenv(ProfileEnv); dir != "" {
-		stop, err := startProfile(dir, name)
+		stop, err := cpuprofile.Start(filepath.Join(dir, "wgdev-"+name+"-"+strconv.Itoa(os.Getpid())+".pprof"))
 		if err != nil {
 			return fmt.Errorf("%s: %w", ProfileEnv, err)
 		}
@@ -216,21 +216,4 @@ func watchRoutes(changed func()) (stop func(), err error) {
 		}
 	}()
 	return func() { close(done) }, nil
-}
-
-// startProfile writes a CPU profile of this process to
-// dir/wgdev-NAME-PID.pprof until stop is called.
-func startProfile(dir, name string) (stop func(), err error) {
-	f, err := os.Create(filepath.Join(dir, "wgdev-"+name+"-"+strconv.Itoa(os.Getpid())+".pprof"))
-	if err != nil {
-		return nil, fmt.Errorf("CPU profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("CPU profile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
 }

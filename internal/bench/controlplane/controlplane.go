@@ -37,6 +37,7 @@ import (
 
 	"github.com/fednet/fednet/internal/api"
 	"github.com/fednet/fednet/internal/client"
+	"github.com/fednet/fednet/internal/cpuprofile"
 	"github.com/fednet/fednet/internal/lab/etcdlab"
 	"github.com/fednet/fednet/internal/manager"
 	"github.com/fednet/fednet/internal/plan"
@@ -257,7 +258,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	if dir := os.Getenv(ProfileEnv); dir != "" {
-		stop, err := manager.StartCPUProfile(filepath.Join(dir, "bench.pprof"))
+		stop, err := cpuprofile.Start(filepath.Join(dir, "bench.pprof"))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ProfileEnv, err)
 		}
