@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	"github.com/fednet/fednet/internal/dataplane/nstest"
 	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/wgdev"
 )
 
 // The tests below change the kernel. Each runs its body in a fresh network
@@ -498,7 +500,13 @@ func TestLinuxTwoGateways(t *testing.T) {
 	if bytes.Compare(pubA[:], pubB[:]) > 0 {
 		ka, kb = kb, ka
 	}
-	env := keyEnv(ka, kb)
+	// Both devices log their handshakes, for the failure message.
+	env := append(keyEnv(ka, kb), wgdev.VerboseEnv+"=1")
+	t.Cleanup(func() {
+		if t.Failed() {
+			logTail(t, "b's userspace WireGuard", filepath.Join(b.WireGuardDir, "fed0.log"))
+		}
+	})
 	b.RunPhase(t, "b-up", env...)
 	a.RunPhase(t, "a-ping", env...)
 	b.RunPhase(t, "b-down", env...)
@@ -532,8 +540,10 @@ func twoGatewaysPhase(t *testing.T, phase string) {
 			t.Fatal(err)
 		}
 		// Without any traffic, the lower key (a) initiates the handshake
-		// of the new link.
-		err := await.Poll(10*time.Second, await.NoError(func() error {
+		// of the new link. It normally completes in one round trip;
+		// the wait covers WireGuard's retries (5 s apart) on a machine
+		// busy enough to lose the first two.
+		err := await.Poll(20*time.Second, await.NoError(func() error {
 			for _, p := range kernelDevice(t, "fed0").Peers {
 				if p.LastHandshakeTime.IsZero() {
 					return fmt.Errorf("no handshake with %s yet", p.PublicKey)
@@ -542,6 +552,7 @@ func twoGatewaysPhase(t *testing.T, phase string) {
 			return nil
 		}))
 		if err != nil {
+			logTail(t, "a's userspace WireGuard", "/run/wireguard/fed0.log")
 			t.Fatalf("a did not start the handshake by itself: %v", err)
 		}
 		var out []byte
@@ -703,4 +714,19 @@ func keysFromEnv(t *testing.T) (ka, kb plan.Key) {
 		t.Fatal(err)
 	}
 	return ka, kb
+}
+
+// logTail logs the last lines of a file a failed test wants seen (a
+// userspace WireGuard's log), or why it cannot.
+func logTail(t *testing.T, what, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("%s: %v", what, err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	t.Logf("%s (%s), last lines:\n%s", what, path, strings.Join(lines, "\n"))
 }
