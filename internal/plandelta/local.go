@@ -300,11 +300,14 @@ func (e Edits[T]) check(n int) (int, error) {
 }
 
 // apply rebuilds the list e was made for from base. The result shares the
-// entries copied with base.
+// entries copied with base; it is base itself when e copies it whole.
 func (e Edits[T]) apply(base []T) ([]T, error) {
 	n, err := e.check(len(base))
 	if err != nil || e.Nil {
 		return nil, err
+	}
+	if len(e.Ops) == 1 && e.Ops[0].From == 0 && e.Ops[0].Count == len(base) && len(e.Ops[0].Patch)+len(e.Ops[0].Insert) == 0 && base != nil {
+		return base, nil
 	}
 	out := make([]T, 0, n)
 	pc := patchCache{}
