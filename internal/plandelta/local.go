@@ -320,11 +320,10 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 			} else if p == nil {
 				return nil, fmt.Errorf("%w: an edit's first patch repeats none", ErrMismatch)
 			}
-			x, err := applyPatch(base[op.From+op.Count+i], p, pc)
-			if err != nil {
+			out = append(out, base[op.From+op.Count+i])
+			if err := applyPatchTo(&out[len(out)-1], p, pc); err != nil {
 				return nil, fmt.Errorf("patching entry %d: %w", op.From+op.Count+i, err)
 			}
-			out = append(out, x)
 		}
 		out = append(out, op.Insert...)
 	}
@@ -334,7 +333,7 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 // applyEdits rebuilds, from base, the hashes of the entries of list, the
 // list e rebuilt (apply): the entries e copies keep their hashes, those it
 // patches or inserts are hashed.
-func applyEdits[T any](e Edits[T], base []uint64, list []T, hash func(T) uint64) ([]uint64, error) {
+func applyEdits[T any](e Edits[T], base []uint64, list []T, hash func(*T) uint64) ([]uint64, error) {
 	n, err := e.check(len(base))
 	if err != nil || e.Nil {
 		return nil, err
@@ -346,7 +345,7 @@ func applyEdits[T any](e Edits[T], base []uint64, list []T, hash func(T) uint64)
 	for _, op := range e.Ops {
 		out = append(out, base[op.From:op.From+op.Count]...)
 		for range len(op.Patch) + len(op.Insert) {
-			out = append(out, hash(list[len(out)]))
+			out = append(out, hash(&list[len(out)]))
 		}
 	}
 	return out, nil
