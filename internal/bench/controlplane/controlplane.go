@@ -90,7 +90,8 @@ type Config struct {
 
 // ProfileEnv, when set in the bench's environment, names a directory
 // where the run writes CPU profiles: bench.pprof of this process (the
-// simulated agents) and NAME-K.pprof of each manager's K-th start.
+// simulated agents) and NAME-K.pprof of each manager's K-th start, and
+// NAME-K.heap.pprof, a heap profile of that manager when it stopped.
 const ProfileEnv = "FEDNET_BENCH_CPUPROFILE"
 
 // Result is one run's figures.

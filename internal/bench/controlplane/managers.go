@@ -65,7 +65,8 @@ func (m *managerProc) start() error {
 	m.starts++
 	cmd.Env = os.Environ()
 	if dir := os.Getenv(ProfileEnv); dir != "" {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s", manager.ProfileEnv, filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", m.name, m.starts))))
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s", manager.ProfileEnv, filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", m.name, m.starts))),
+			fmt.Sprintf("%s=%s", manager.HeapProfileEnv, filepath.Join(dir, fmt.Sprintf("%s-%d.heap.pprof", m.name, m.starts))))
 	}
 	if os.Getenv("GODEBUG") == "" {
 		// A line per garbage collection, with its CPU time, on the log:
