@@ -47,11 +47,13 @@ func (m *Manager) Stats() Stats {
 }
 
 // planned records and logs a planning of n plans, for generation gen,
-// that took d. fednet bench control-plane reads the log line.
-func (m *Manager) planned(d time.Duration, n int, gen int64) {
+// that took d; how says how many plans were edited and how many computed
+// whole, and why (computePlans). fednet bench control-plane reads the log
+// line.
+func (m *Manager) planned(d time.Duration, n int, gen int64, how string) {
 	m.stats.plannings.Add(1)
 	m.stats.lastPlanning.Store(int64(d))
-	m.cfg.Logf("planned %d gateways in %.1f ms (generation %d)", n, float64(d.Microseconds())/1000, gen)
+	m.cfg.Logf("planned %d gateways in %.1f ms (generation %d): %s", n, float64(d.Microseconds())/1000, gen, how)
 }
 
 // gzipAbove is the size from which plan answers are also kept gzipped.
@@ -192,7 +194,10 @@ type answers struct {
 	prevAnswers *answers
 	// made is the delta from prev (without Local and sum) when the
 	// planning made it from plan.Update's edit.
-	made      *plandelta.Delta
+	made *plandelta.Delta
+	// head is this version's plan head as JSON (plandelta.HeadJSON),
+	// which the planning encoded for its sum; nil when not at hand.
+	head      []byte
 	keyedOnce sync.Once
 	keyedPlan bool // plandelta.Keyed of this version
 	rotate    int
@@ -317,7 +322,7 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 			bare := p.digest.Bare(p.plan)
 			d.Sum = hex.EncodeToString(bare[:])
 		}
-		js, err := json.Marshal(d)
+		js, err := d.MarshalWithHead(a.head)
 		if err != nil {
 			return nil, nil
 		}

@@ -84,7 +84,7 @@ func encodeDeltas(st *state, names []string) {
 // following old (the entry before, if any); c.delta, when set, is the
 // delta from old's plan.
 func newEntry(p store.Plan, c computed, old planEntry, hadOld bool) planEntry {
-	e := planEntry{Plan: p, plan: c.plan, digest: c.digest, answers: &answers{}}
+	e := planEntry{Plan: p, plan: c.plan, digest: c.digest, answers: &answers{head: c.head}}
 	if hadOld {
 		// A lazy plan never computed has no version to make deltas from.
 		old, hadOld = old.current()
@@ -166,7 +166,10 @@ func (m *Manager) load(ctx context.Context) error {
 // With want set, only the plans of the gateways it names are computed (as
 // a manager following another's change does, see lazy.go); the others
 // the event names become lazy.
-func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func(gateway string) bool) (next *state, topics []string, computedPlans bool, err error) {
+//
+// how says how the plans were computed (see computePlans), "" when they
+// were not.
+func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func(gateway string) bool) (next *state, topics []string, how string, err error) {
 	next = cur.clone()
 	if ev.Reset {
 		for name := range cur.plans {
@@ -183,7 +186,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 	if r := ev.Spec; r != nil && (next.fed == nil || r.Number != next.rev.Number || r.YAML != next.rev.YAML) {
 		f, err := spec.Parse([]byte(r.YAML))
 		if err != nil {
-			return nil, nil, false, fmt.Errorf("stored spec revision %d does not validate any more (was fednet downgraded?): %w", r.Number, err)
+			return nil, nil, "", fmt.Errorf("stored spec revision %d does not validate any more (was fednet downgraded?): %w", r.Number, err)
 		}
 		next.rev, next.fed = *r, f
 	}
@@ -204,7 +207,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 	}
 	next.gen = ev.Generation
 	if !planned(ev) {
-		return next, topics, computedPlans, nil
+		return next, topics, "", nil
 	}
 	var plans map[string]computed
 	samePlanner := !ev.Reset && cur.fed != nil && samePlannerInputs(cur, next)
@@ -219,10 +222,9 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 			}
 		}
 	} else {
-		if plans, err = computePlans(cur, next, want); err != nil {
-			return nil, nil, false, fmt.Errorf("planning the stored state: %w", err)
+		if plans, how, err = computePlans(cur, next, want); err != nil {
+			return nil, nil, "", fmt.Errorf("planning the stored state: %w", err)
 		}
-		computedPlans = true
 	}
 	var differ []string
 	var src *planSource // of the lazy plans made here
@@ -259,7 +261,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 	for name, e := range next.plans {
 		if c, ok := plans[name]; ok && e.Sum != c.digest.Sum {
 			differ = append(differ, name)
-			e.plan, e.Sum, e.digest, e.answers, e.lazy = c.plan, c.digest.Sum, c.digest, &answers{}, nil
+			e.plan, e.Sum, e.digest, e.answers, e.lazy = c.plan, c.digest.Sum, c.digest, &answers{head: c.head}, nil
 			next.plans[name] = e
 		}
 	}
@@ -268,7 +270,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 		logf("warning: the plans of %d gateways (%v) computed here differ from those the manager that stored generation %d computed; is another fednet version on the store?",
 			len(differ), differ[:min(len(differ), 5)], ev.Generation)
 	}
-	return next, topics, computedPlans, nil
+	return next, topics, how, nil
 }
 
 // planned reports whether applying ev computes the plans again.
@@ -282,22 +284,26 @@ type computed struct {
 	plan   plan.Gateway
 	digest plandelta.Digest
 	delta  *plandelta.Delta
+	// head is the plan's head as JSON (plandelta.HeadJSON), encoded once
+	// for its sum and its delta; nil when not made.
+	head []byte
 }
 
 // computePlans computes every plan of st with its digest, from the plans
 // of prev (the state before, whose plans are those of its spec and
 // inputs) where plan.Update can: then the digest and the delta from prev's
 // plan are made from Update's edit, in the size of the change. It sets
-// st.local to the Local the plans carry.
-func computePlans(prev, st *state, want func(gateway string) bool) (map[string]computed, error) {
-	out := map[string]computed{}
+// st.local to the Local the plans carry. how says how many plans were
+// edited and how many computed whole, and why (for the log).
+func computePlans(prev, st *state, want func(gateway string) bool) (out map[string]computed, how string, err error) {
+	out = map[string]computed{}
 	if st.fed == nil {
-		return out, nil
+		return out, "no spec", nil
 	}
 	in := inputs(st.fed, st.gateways, st.hosts)
 	var plans []plan.Gateway
 	var edits []*plan.Edit
-	var err error
+	why := "no plans before"
 	var prevPlans map[string]planEntry // prev's plans at hand (lazy ones computed)
 	if prev != nil && prev.fed != nil {
 		prevPlans = make(map[string]planEntry, len(prev.plans))
@@ -308,13 +314,13 @@ func computePlans(prev, st *state, want func(gateway string) bool) (map[string]c
 				before = append(before, e.plan)
 			}
 		}
-		plans, edits, err = plan.UpdateOnly(prev.fed, inputs(prev.fed, prev.gateways, prev.hosts), before, st.fed, in, want)
+		plans, edits, why, err = plan.UpdateExplained(prev.fed, inputs(prev.fed, prev.gateways, prev.hosts), before, st.fed, in, want)
 	} else {
 		plans, err = plan.ComputeOnly(st.fed, in, want)
 		edits = make([]*plan.Edit, len(plans))
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// Every plan carries the federation and the inputs, so that its agent
 	// can plan the failures it detects (docs/resilience.md).
@@ -323,31 +329,42 @@ func computePlans(prev, st *state, want func(gateway string) bool) (map[string]c
 	switch {
 	case len(plans) > 0:
 		if st.local, err = newLocalVersion(plans[0].Local); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	case want != nil:
 		// No plan made here, but lazy ones may be: they carry this.
 		if st.local, err = newLocalVersion(plan.NewLocal(st.fed, in)); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	made := make([]computed, len(plans))
 	parallel(len(plans), func(i int) {
 		g := plans[i]
 		made[i].plan = g
+		if js, err := plandelta.HeadJSON(g); err == nil {
+			made[i].head = js
+		}
 		old, ok := prevPlans[g.Name]
 		if edits[i] == nil || !ok {
-			made[i].digest = plandelta.NewDigestWithLocal(g, st.local.digest)
+			made[i].digest = plandelta.NewDigestWithHead(g, st.local.digest, made[i].head)
 			return
 		}
 		d := plandelta.FromEdit(old.plan, g, *edits[i], [32]byte{})
-		made[i].digest = old.digest.Edited(old.plan, g, d, st.local.digest)
+		made[i].digest = old.digest.EditedWithHead(old.plan, g, d, st.local.digest, made[i].head)
 		made[i].delta = &d // its Local and sum are added when it is sent
 	})
+	edited := 0
 	for _, c := range made {
 		out[c.plan.Name] = c
+		if c.delta != nil {
+			edited++
+		}
 	}
-	return out, nil
+	how = fmt.Sprintf("%d edited, %d whole", edited, len(made)-edited)
+	if why != "" {
+		how += " (" + why + ")"
+	}
+	return out, how, nil
 }
 
 // parallel runs f(0) ... f(n-1) on every CPU.
@@ -402,12 +419,12 @@ func (m *Manager) applyLocked(ev store.Event) error {
 	if !ev.Reset {
 		want = m.servedNow()
 	}
-	next, topics, computed, err := applyEvent(cur, ev, m.cfg.Logf, want)
+	next, topics, how, err := applyEvent(cur, ev, m.cfg.Logf, want)
 	if err != nil {
 		return err
 	}
-	if computed {
-		m.planned(time.Since(start), len(next.plans), next.gen)
+	if how != "" {
+		m.planned(time.Since(start), len(next.plans), next.gen, how)
 	}
 	m.publish(next, topics, ev.Reset)
 	changed := make([]string, len(ev.Plans))
@@ -473,9 +490,9 @@ type result struct {
 	affected []string
 	// old and new are the plans before and after, by gateway.
 	old, new map[string]plan.Gateway
-	// computed says the plans were computed (the planner's inputs
-	// changed).
-	computed bool
+	// how says how the plans were computed (computePlans), "" when they
+	// were not (the planner's inputs did not change).
+	how string
 }
 
 // preview computes every plan of u.next and fills in the store change:
@@ -507,10 +524,9 @@ func preview(u *update, cur *state) (result, error) {
 		}
 	} else {
 		var err error
-		if made, err = computePlans(cur, next, nil); err != nil {
+		if made, res.how, err = computePlans(cur, next, nil); err != nil {
 			return res, &planError{err}
 		}
-		res.computed = true
 	}
 	u.spans.plan = time.Since(t)
 	gen := cur.gen + 1
@@ -734,8 +750,8 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		}
 		encodeDeltas(u.next, names)
 		u.spans.deltas = time.Since(t)
-		if res.computed {
-			m.planned(took, len(res.new), u.next.gen)
+		if res.how != "" {
+			m.planned(took, len(res.new), u.next.gen, res.how)
 		}
 		return res, u, nil
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"cmp"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -51,29 +52,40 @@ func Update(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.Feder
 // other (prev may lack them too). A manager that follows the changes
 // another makes plans only the gateways whose agents it serves.
 func UpdateOnly(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.Federation, in Inputs, want func(gateway string) bool) (plans []Gateway, edits []*Edit, err error) {
-	whole := func() ([]Gateway, []*Edit, error) {
+	plans, edits, _, err = UpdateExplained(prevF, prevIn, prev, f, in, want)
+	return plans, edits, err
+}
+
+// UpdateExplained is UpdateOnly that also says why it computed every
+// plan whole, when it did (why is "" when it edited the plans it could:
+// the edits of the others are nil). A manager logs it with its planning.
+func UpdateExplained(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.Federation, in Inputs, want func(gateway string) bool) (plans []Gateway, edits []*Edit, why string, err error) {
+	whole := func(reason string) ([]Gateway, []*Edit, string, error) {
 		out, err := ComputeOnly(f, in, want)
-		return out, make([]*Edit, len(out)), err
+		return out, make([]*Edit, len(out)), reason, err
+	}
+	if prevF == nil || f == nil {
+		return whole("no plans before")
 	}
 	if !updatable(prevF, prevIn, f, in) {
-		return whole()
+		return whole("links named or down, an external site, or federation-wide settings changed")
 	}
 	keys, err := publicKeys(f, in)
 	if err != nil {
-		return whole()
+		return whole("keys: " + err.Error())
 	}
 	prevKeys, err := publicKeys(prevF, prevIn)
 	if err != nil {
-		return whole()
+		return whole("keys before: " + err.Error())
 	}
 	v, pv := newView(f, in), newView(prevF, prevIn)
 	rt := computeRouting(v)
 	if len(rt.relayed) > 0 {
-		return whole()
+		return whole("paths through relays")
 	}
 	dirty := changedSites(pv, prevKeys, v, keys)
 	if len(dirty) > len(f.Sites)/2 {
-		return whole()
+		return whole(fmt.Sprintf("%d of %d sites changed", len(dirty), len(f.Sites)))
 	}
 	only := make([]bool, len(f.Sites))
 	for i := range f.Sites {
@@ -127,14 +139,14 @@ func UpdateOnly(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.F
 	})
 	for _, err := range errs {
 		if err != nil {
-			return whole() // the same error, found in the same order
+			return whole("planning error") // the same error, found in the same order
 		}
 	}
 	if unkeyed.Load() {
-		return whole()
+		return whole("a key twice in a list")
 	}
 	if len(out) == 0 {
-		return nil, nil, nil
+		return nil, nil, "", nil
 	}
 	order := make([]int, len(out))
 	for i := range order {
@@ -146,7 +158,7 @@ func UpdateOnly(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.F
 	for i, j := range order {
 		plans[i], edits[i] = out[j], unsorted[j]
 	}
-	return plans, edits, nil
+	return plans, edits, "", nil
 }
 
 // ComputeOnly is Compute for the gateways want names alone (every one

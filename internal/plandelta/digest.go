@@ -65,8 +65,8 @@ func NewLocalDigest(l *plan.Local) *LocalDigest {
 	ld := &LocalDigest{}
 	if l.Federation != nil {
 		ld.Sites = make([]uint64, len(l.Federation.Sites))
-		for i, site := range l.Federation.Sites {
-			ld.Sites[i] = siteHash(site)
+		for i := range l.Federation.Sites {
+			ld.Sites[i] = siteHash(&l.Federation.Sites[i])
 		}
 	}
 	ld.Sum = localSum(l, ld.Sites)
@@ -75,10 +75,12 @@ func NewLocalDigest(l *plan.Local) *LocalDigest {
 
 // siteHash is the xxHash of a site's JSON (every field JSON has, as
 // SumLocal covers it).
-func siteHash(s spec.Site) uint64 {
+func siteHash(s *spec.Site) uint64 {
 	b := encoders.Get().(*siteEncoder)
 	defer encoders.Put(b)
 	b.buf.Reset()
+	// By pointer: the same JSON, without copying the site into an
+	// interface (an allocation of the whole struct per site hashed).
 	if err := b.enc.Encode(s); err != nil {
 		return xxhash.Sum64String(encode(s)) // as encode has it
 	}
@@ -146,6 +148,13 @@ func NewDigest(g plan.Gateway) Digest {
 // NewDigestWithLocal is NewDigest for a caller that has the digest of
 // g.Local at hand (NewLocalDigest; the plans of one planning share it).
 func NewDigestWithLocal(g plan.Gateway, local *LocalDigest) Digest {
+	return NewDigestWithHead(g, local, nil)
+}
+
+// NewDigestWithHead is NewDigestWithLocal for a caller that has g's
+// HeadJSON at hand too (nil: encoded here): a manager encodes each head
+// once, for the sum and for the delta it sends (Delta.MarshalWithHead).
+func NewDigestWithHead(g plan.Gateway, local *LocalDigest, headJSON []byte) Digest {
 	d := Digest{Local: local}
 	var buf []byte
 	for _, p := range g.Peers {
@@ -160,7 +169,7 @@ func NewDigestWithLocal(g plan.Gateway, local *LocalDigest) Digest {
 	for _, p := range g.Firewall.Remote {
 		d.Lists[listRemote] += hashOf(&buf, p, appendPrefix)
 	}
-	d.Sum = digestSum(g, d.Lists, local)
+	d.Sum = digestSum(g, d.Lists, local, headJSON)
 	return d
 }
 
@@ -171,7 +180,7 @@ func (d Digest) Same(o Digest) bool { return d.Sum == o.Sum && d.Lists == o.List
 // agent that does not take Local carries it), without hashing the lists.
 func (d Digest) Bare(g plan.Gateway) [sha256.Size]byte {
 	g.Local = nil
-	return digestSum(g, d.Lists, nil)
+	return digestSum(g, d.Lists, nil, nil)
 }
 
 // hashOf is the xxHash of x's binary form, encoded into *buf.
@@ -181,11 +190,14 @@ func hashOf[T any](buf *[]byte, x T, enc func([]byte, T) []byte) uint64 {
 }
 
 // digestSum is Digest.Sum of g with the list digests lists and local, the
-// digest of g's Local (read only when g has one).
-func digestSum(g plan.Gateway, lists [4]uint64, local *LocalDigest) [sha256.Size]byte {
-	js, err := json.Marshal(head(g))
-	if err != nil {
-		js = []byte("unencodable: " + err.Error()) // as sumOf
+// digest of g's Local (read only when g has one); js is g's HeadJSON, nil
+// to encode it here.
+func digestSum(g plan.Gateway, lists [4]uint64, local *LocalDigest, js []byte) [sha256.Size]byte {
+	if js == nil {
+		var err error
+		if js, err = HeadJSON(g); err != nil {
+			js = []byte("unencodable: " + err.Error()) // as sumOf
+		}
 	}
 	b := make([]byte, 0, len(js)+96)
 	b = append(b, "fednet plan sum 2\n"...)
@@ -209,6 +221,12 @@ func digestSum(g plan.Gateway, lists [4]uint64, local *LocalDigest) [sha256.Size
 // and Sum are not read); local is the digest of new.Local, read only when
 // new has a Local. It hashes only the entries named, finding old's by key.
 func (d Digest) Edited(old, new plan.Gateway, e Delta, local *LocalDigest) Digest {
+	return d.EditedWithHead(old, new, e, local, nil)
+}
+
+// EditedWithHead is Edited for a caller that has new's HeadJSON at hand
+// (nil: encoded here).
+func (d Digest) EditedWithHead(old, new plan.Gateway, e Delta, local *LocalDigest, headJSON []byte) Digest {
 	var buf []byte
 	out := d
 	out.Local = local
@@ -216,7 +234,7 @@ func (d Digest) Edited(old, new plan.Gateway, e Delta, local *LocalDigest) Diges
 	out.Lists[listRoutes] = editList(&buf, out.Lists[listRoutes], old.Routes, e.Routes, e.RoutesGone, routeKey, comparePrefix, appendRoute)
 	out.Lists[listFlows] = editList(&buf, out.Lists[listFlows], old.Firewall.Flows, e.Flows, e.FlowsGone, flowKey, compareFlowKey, appendFlow)
 	out.Lists[listRemote] = editList(&buf, out.Lists[listRemote], old.Firewall.Remote, e.Remote, e.RemoteGone, prefixKey, comparePrefix, appendPrefix)
-	out.Sum = digestSum(new, out.Lists, local)
+	out.Sum = digestSum(new, out.Lists, local, headJSON)
 	return out
 }
 

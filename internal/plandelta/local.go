@@ -300,11 +300,14 @@ func (e Edits[T]) check(n int) (int, error) {
 }
 
 // apply rebuilds the list e was made for from base. The result shares the
-// entries copied with base.
+// entries copied with base; it is base itself when e copies it whole.
 func (e Edits[T]) apply(base []T) ([]T, error) {
 	n, err := e.check(len(base))
 	if err != nil || e.Nil {
 		return nil, err
+	}
+	if len(e.Ops) == 1 && e.Ops[0].From == 0 && e.Ops[0].Count == len(base) && len(e.Ops[0].Patch)+len(e.Ops[0].Insert) == 0 && base != nil {
+		return base, nil
 	}
 	out := make([]T, 0, n)
 	pc := patchCache{}
@@ -317,11 +320,10 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 			} else if p == nil {
 				return nil, fmt.Errorf("%w: an edit's first patch repeats none", ErrMismatch)
 			}
-			x, err := applyPatch(base[op.From+op.Count+i], p, pc)
-			if err != nil {
+			out = append(out, base[op.From+op.Count+i])
+			if err := applyPatchTo(&out[len(out)-1], p, pc); err != nil {
 				return nil, fmt.Errorf("patching entry %d: %w", op.From+op.Count+i, err)
 			}
-			out = append(out, x)
 		}
 		out = append(out, op.Insert...)
 	}
@@ -331,7 +333,7 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 // applyEdits rebuilds, from base, the hashes of the entries of list, the
 // list e rebuilt (apply): the entries e copies keep their hashes, those it
 // patches or inserts are hashed.
-func applyEdits[T any](e Edits[T], base []uint64, list []T, hash func(T) uint64) ([]uint64, error) {
+func applyEdits[T any](e Edits[T], base []uint64, list []T, hash func(*T) uint64) ([]uint64, error) {
 	n, err := e.check(len(base))
 	if err != nil || e.Nil {
 		return nil, err
@@ -343,7 +345,7 @@ func applyEdits[T any](e Edits[T], base []uint64, list []T, hash func(T) uint64)
 	for _, op := range e.Ops {
 		out = append(out, base[op.From:op.From+op.Count]...)
 		for range len(op.Patch) + len(op.Insert) {
-			out = append(out, hash(list[len(out)]))
+			out = append(out, hash(&list[len(out)]))
 		}
 	}
 	return out, nil

@@ -141,6 +141,13 @@ func roundTrip(t *testing.T, gw string, from, want plan.Gateway) (plandelta.Delt
 		t.Fatalf("%s: no delta", gw)
 	}
 	wire := js(t, d)
+	head, err := plandelta.HeadJSON(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with, err := d.MarshalWithHead(head); err != nil || string(with) != wire {
+		t.Fatalf("%s: MarshalWithHead: %v\n got %s\nwant %s", gw, err, with, wire)
+	}
 	var back plandelta.Delta
 	var held plan.Gateway
 	if err := json.Unmarshal([]byte(wire), &back); err != nil {
@@ -166,6 +173,14 @@ func checkDigest(t *testing.T, gw string, from, want plan.Gateway, d plandelta.D
 	dg := plandelta.NewDigest(from).Edited(from, want, d, plandelta.NewLocalDigest(want.Local))
 	if !dg.Same(plandelta.NewDigest(want)) {
 		t.Fatalf("%s: the digest updated by the delta differs from the new plan's", gw)
+	}
+	head, err := plandelta.HeadJSON(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := plandelta.NewLocalDigest(want.Local)
+	if !plandelta.NewDigest(from).EditedWithHead(from, want, d, local, head).Same(dg) || !plandelta.NewDigestWithHead(want, local, head).Same(dg) {
+		t.Fatalf("%s: the digests made with the head's JSON at hand differ", gw)
 	}
 	d.Sum, d.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
 	got, dg2, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), d)

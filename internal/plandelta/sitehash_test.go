@@ -14,7 +14,7 @@ import (
 func TestSiteHashIsOfJSON(t *testing.T) {
 	s := spec.Site{Name: "s<0001>&", Provider: "onprem", Gateways: []spec.Gateway{{Name: "g0001", Endpoint: "100.64.1.1:51820", BridgePorts: map[string]string{"lan": "eth1"}}}}
 	for range 3 {
-		if siteHash(s) != xxhash.Sum64String(encode(s)) {
+		if siteHash(&s) != xxhash.Sum64String(encode(s)) {
 			t.Fatal("siteHash is not the hash of the site's JSON")
 		}
 	}
@@ -23,7 +23,7 @@ func TestSiteHashIsOfJSON(t *testing.T) {
 func BenchmarkSiteHash(b *testing.B) {
 	s := spec.Site{Name: "s0001", Provider: "onprem", Gateways: []spec.Gateway{{Name: "g0001", Endpoint: "100.64.1.1:51820", BridgePorts: map[string]string{"lan": "eth1"}}}}
 	for b.Loop() {
-		siteHash(s)
+		siteHash(&s)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"time"
 
 	"github.com/fednet/fednet/internal/api"
+	"github.com/fednet/fednet/internal/bench/controlplane/cpspec"
 	"github.com/fednet/fednet/internal/client"
 	"github.com/fednet/fednet/internal/cpuprofile"
 	"github.com/fednet/fednet/internal/lab/etcdlab"
@@ -88,7 +90,8 @@ type Config struct {
 
 // ProfileEnv, when set in the bench's environment, names a directory
 // where the run writes CPU profiles: bench.pprof of this process (the
-// simulated agents) and NAME-K.pprof of each manager's K-th start.
+// simulated agents) and NAME-K.pprof of each manager's K-th start, and
+// NAME-K.heap.pprof, a heap profile of that manager when it stopped.
 const ProfileEnv = "FEDNET_BENCH_CPUPROFILE"
 
 // Result is one run's figures.
@@ -130,6 +133,10 @@ type Change struct {
 	// through; FollowerPlanMs the longest of the others'.
 	PlanMs         float64 `json:"planMs"`
 	FollowerPlanMs float64 `json:"followerPlanMs,omitempty"`
+	// PlanPath is how the manager the change went through planned it,
+	// from its log: how many plans it edited (plan.Update) and how many
+	// it computed whole, and why.
+	PlanPath string `json:"planPath,omitempty"`
 	// Propagation to the affected agents, from the start of the API
 	// call, in milliseconds.
 	P50Ms float64 `json:"p50Ms"`
@@ -148,12 +155,19 @@ type Change struct {
 	// ManagerCPUSeconds over every manager process; PeakRSSMB the
 	// largest peak resident set of one manager so far.
 	ManagerCPUSeconds float64 `json:"managerCpuSeconds"`
-	EtcdCPUSeconds    float64 `json:"etcdCpuSeconds,omitempty"`
+	// ManagerGCCPUSeconds is the part of it the managers' garbage
+	// collections took (those that began in the change's window, from
+	// the managers' GODEBUG=gctrace=1 lines).
+	ManagerGCCPUSeconds float64 `json:"managerGcCpuSeconds"`
+	EtcdCPUSeconds      float64 `json:"etcdCpuSeconds,omitempty"`
 	// AgentCPUSeconds is this process's: the N simulated agents (decoding,
 	// applying and checking their plans, reporting; the bench's own
 	// bookkeeping is little), on the same CPUs.
 	AgentCPUSeconds float64 `json:"agentCpuSeconds"`
-	PeakRSSMB       float64 `json:"peakRssMB"`
+	// AgentGCCPUSeconds is the part of it this process's garbage
+	// collector took (runtime/metrics).
+	AgentGCCPUSeconds float64 `json:"agentGcCpuSeconds"`
+	PeakRSSMB         float64 `json:"peakRssMB"`
 }
 
 // Steady is the managers' load while nothing changes: every agent
@@ -401,32 +415,10 @@ func (r *run) startManagers(ctx context.Context) error {
 	return err
 }
 
-// spec writes the federation: n sites s0000... with one gateway each (its
-// key given, so that enrolling with it plans nothing), one routed network
-// over every site; prefix0 replaces site 0's prefix; bridged adds a
-// bridged network over every site.
+// spec writes the federation of n sites with the run's keys (see
+// cpspec.Federation).
 func (r *run) spec(n int, prefix0 string, bridged bool) string {
-	var b strings.Builder
-	b.WriteString("apiVersion: fednet/v1\nkind: Federation\nname: bench\nsites:\n")
-	names := make([]string, n)
-	for i := range n {
-		names[i] = fmt.Sprintf("s%04d", i)
-		prefix := fmt.Sprintf("10.%d.%d.0/24", 64+i/256, i%256)
-		if i == 0 && prefix0 != "" {
-			prefix = prefix0
-		}
-		ports := ""
-		if bridged {
-			ports = ", bridgePorts: {lan: eth1}"
-		}
-		fmt.Fprintf(&b, "  - {name: %s, provider: onprem, prefixes: [%s], gateways: [{name: g%04d, endpoint: '100.%d.%d.1:51820', publicKey: '%s'%s}]}\n",
-			names[i], prefix, i, 64+i/256, i%256, r.keys[i], ports)
-	}
-	fmt.Fprintf(&b, "networks:\n  - {name: apps, id: 1, mode: routed, sites: [%s]}\n", strings.Join(names, ", "))
-	if bridged {
-		fmt.Fprintf(&b, "  - {name: lan, id: 100, mode: bridged, subnet: 192.168.0.0/16, sites: [%s]}\n", strings.Join(names, ", "))
-	}
-	return b.String()
+	return cpspec.Federation(r.keys, n, prefix0, bridged)
 }
 
 // setup applies the first spec, enrolls every agent and waits until each
@@ -584,6 +576,17 @@ func selfCPU() time.Duration {
 	return u.cpu
 }
 
+// selfGCCPU returns the CPU seconds this process's garbage collector
+// took so far.
+func selfGCCPU() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64()
+}
+
 // steady measures the managers over steadyWindow while nothing changes
 // (a measurement window, not a wait for anything).
 func (r *run) steady(ctx context.Context) Steady {
@@ -607,7 +610,7 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 		gens[a.name] = a.generation()
 	}
 	mgr0, etcd0 := r.usage()
-	agents0 := selfCPU()
+	agents0, agentsGC0 := selfCPU(), selfGCCPU()
 	bytes0 := r.read.Load()
 	start := time.Now()
 	var err error
@@ -666,6 +669,10 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 	c.ManagerCPUSeconds = (mgr1.cpu - mgr0.cpu).Seconds()
 	c.EtcdCPUSeconds = (etcd1 - etcd0).Seconds()
 	c.AgentCPUSeconds = (selfCPU() - agents0).Seconds()
+	c.AgentGCCPUSeconds = selfGCCPU() - agentsGC0
+	for _, m := range r.managers {
+		c.ManagerGCCPUSeconds += m.gcCPU(start, time.Now()).Seconds()
+	}
 	c.PeakRSSMB = float64(mgr1.peak) / (1 << 20)
 	slices.Sort(lat)
 	if len(lat) > 0 {
@@ -679,11 +686,11 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 		c.APISpansMs = applySpans(r.managers[0].log)[gen]
 	}
 	for i, m := range r.managers {
-		if t, ok := plannings(m.log)[gen]; ok {
+		if p, ok := plannings(m.log)[gen]; ok {
 			if i == 0 {
-				c.PlanMs = t
+				c.PlanMs, c.PlanPath = p.ms, p.how
 			} else {
-				c.FollowerPlanMs = max(c.FollowerPlanMs, t)
+				c.FollowerPlanMs = max(c.FollowerPlanMs, p.ms)
 			}
 		}
 	}

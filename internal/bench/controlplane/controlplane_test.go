@@ -72,6 +72,9 @@ func TestShort(t *testing.T) {
 				if ch.APISpansMs["plan"] <= 0 || ch.APISpansMs["commit"] <= 0 || len(ch.APISpansMs) != 13 {
 					t.Errorf("%s: the manager's spans of the API call are %v, want its 13 parts, plan and commit above 0", ch.Kind, ch.APISpansMs)
 				}
+				if ch.Kind == controlplane.SiteAdded && ch.PlanPath != "20 edited, 1 whole" {
+					t.Errorf("%s: the manager planned it %q, want 20 plans edited (plan.Update) and the new one whole", ch.Kind, ch.PlanPath)
+				}
 				if c.Managers > 1 && ch.FollowerPlanMs <= 0 {
 					t.Errorf("%s: the other managers did not log their planning: %+v", ch.Kind, ch)
 				}

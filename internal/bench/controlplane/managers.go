@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -35,6 +36,9 @@ type managerProc struct {
 	done    chan struct{}
 	started time.Time
 	starts  int // how many times start ran
+	// logFrom is the size of the log when the process started: what it
+	// wrote since is after it.
+	logFrom int64
 }
 
 func (m *managerProc) url() string { return "https://" + m.addr }
@@ -59,8 +63,18 @@ func (m *managerProc) start() error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.WaitDelay = 2 * time.Second
 	m.starts++
+	cmd.Env = os.Environ()
 	if dir := os.Getenv(ProfileEnv); dir != "" {
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s", manager.ProfileEnv, filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", m.name, m.starts))))
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s", manager.ProfileEnv, filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", m.name, m.starts))),
+			fmt.Sprintf("%s=%s", manager.HeapProfileEnv, filepath.Join(dir, fmt.Sprintf("%s-%d.heap.pprof", m.name, m.starts))))
+	}
+	if os.Getenv("GODEBUG") == "" {
+		// A line per garbage collection, with its CPU time, on the log:
+		// gcCPU counts each change's.
+		cmd.Env = append(cmd.Env, "GODEBUG=gctrace=1")
+	}
+	if fi, err := logf.Stat(); err == nil {
+		m.logFrom = fi.Size()
 	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -242,13 +256,21 @@ func processUsage(pid int) (usage, error) {
 	return u, nil
 }
 
-// plannedLine is the manager's log line for one planning.
-var plannedLine = regexp.MustCompile(`planned (\d+) gateways in ([0-9.]+) ms \(generation (\d+)\)`)
+// plannedLine is the manager's log line for one planning: how many
+// plans, how long, for which generation, and how (how many plans were
+// edited and how many computed whole, and why).
+var plannedLine = regexp.MustCompile(`planned (\d+) gateways in ([0-9.]+) ms \(generation (\d+)\)(?:: ([^\n]*))?`)
+
+// planning is one planning of a manager's log.
+type planning struct {
+	ms  float64
+	how string
+}
 
 // plannings returns, from a manager's log, how long its planning of each
-// generation took, in milliseconds.
-func plannings(logPath string) map[int64]float64 {
-	out := map[int64]float64{}
+// generation took, in milliseconds, and how it went.
+func plannings(logPath string) map[int64]planning {
+	out := map[int64]planning{}
 	data, err := os.ReadFile(logPath)
 	if err != nil {
 		return out
@@ -256,9 +278,47 @@ func plannings(logPath string) map[int64]float64 {
 	for _, m := range plannedLine.FindAllStringSubmatch(string(data), -1) {
 		ms, _ := strconv.ParseFloat(m[2], 64)
 		gen, _ := strconv.ParseInt(m[3], 10, 64)
-		out[gen] = ms
+		out[gen] = planning{ms: ms, how: m[4]}
 	}
 	return out
+}
+
+// gcLine is the Go runtime's line for one garbage collection with
+// GODEBUG=gctrace=1: when (seconds since the process started) and its CPU
+// time in milliseconds, by phase ("0.02+1.2/0.8/3.1+0.01 ms cpu").
+var gcLine = regexp.MustCompile(`(?m)^gc \d+ @([0-9.]+)s [^:]*: [^,]* ms clock, ([0-9.+/]+) ms cpu`)
+
+// gcCPU returns the CPU time of the garbage collections of the manager's
+// current process that began between from and to, from its log.
+func (m *managerProc) gcCPU(from, to time.Time) time.Duration {
+	f, err := os.Open(m.log)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	if _, err := f.Seek(m.logFrom, io.SeekStart); err != nil {
+		return 0
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return 0
+	}
+	var sum time.Duration
+	for _, l := range gcLine.FindAllSubmatch(data, -1) {
+		at, err := strconv.ParseFloat(string(l[1]), 64)
+		if err != nil {
+			continue
+		}
+		if t := m.started.Add(time.Duration(at * float64(time.Second))); t.Before(from) || t.After(to) {
+			continue
+		}
+		for _, part := range strings.FieldsFunc(string(l[2]), func(r rune) bool { return r == '+' || r == '/' }) {
+			if ms, err := strconv.ParseFloat(part, 64); err == nil {
+				sum += time.Duration(ms * float64(time.Millisecond))
+			}
+		}
+	}
+	return sum
 }
 
 // spansLine is the manager's log line of where a spec change's time
