@@ -43,6 +43,18 @@ func (h *haSource) deliverMoving(u Update) Result {
 		return h.deliver(u)
 	}
 	h.mu.Lock()
+	// A gateway that steps down keeps its bridges, draining, until the
+	// remote gateways moved the site (bridged.go).
+	if h.applied != nil && h.applied.LAN.Active && !u.Plan.LAN.Active && len(h.applied.Bridges) > 0 && h.drain == nil {
+		h.drain = &drainState{bridges: h.applied.Bridges, since: time.Now()}
+	}
+	if u.Plan.LAN.Active {
+		h.drain = nil
+	}
+	if h.drain != nil {
+		p := withDraining(*u.Plan, h.drain.bridges)
+		u.Plan = &p
+	}
 	h.pending = u.Plan
 	if h.applied != nil {
 		h.moving = h.movingLocked(*h.applied, *u.Plan)
@@ -59,10 +71,27 @@ func (h *haSource) deliverMoving(u Update) Result {
 		}
 	}
 	down := maps.Clone(h.dec.LinksDown)
+	var lead *plan.Gateway
+	if released != "" {
+		l := withNewPorts(*h.applied, *u.Plan)
+		if !plan.Equal(l, *h.applied) {
+			lead = &l
+		}
+	}
 	h.mu.Unlock()
 	h.syncTransit()
 	if released != "" {
 		h.logf("failover: link %s back: %d prefixes sent straight to their site's gateway for %v, then the plan applies (at %s)", released, moving, WayBackLead, time.Now().Format("15:04:05.000"))
+		if lead != nil {
+			// The coming plan's new bridge ports, made now and flooding to
+			// nobody: every gateway receives in the new shape before any
+			// sends in it (bridged.go).
+			lu := u
+			lu.Plan, lu.Why, lu.Dataplane = lead, u.Why+" (way back: the coming plan's bridge ports made ahead)", nil
+			if res := h.deliver(lu); res.Err != nil {
+				h.logf("failover: making the coming plan's bridge ports ahead: %v", res.Err)
+			}
+		}
 		time.Sleep(WayBackLead)
 	}
 	res := h.deliver(u)

@@ -210,9 +210,14 @@ type (
 		dev string
 		dst netip.Addr
 	}
+	// fdbDel deletes the all-zero FDB entry of dev to dst and, unless
+	// keepLearned, the MAC addresses dev learned behind dst (the remote
+	// moved away). A draining bridge keeps them: it still forwards known
+	// unicast to them.
 	fdbDel struct {
-		dev string
-		dst netip.Addr
+		dev         string
+		dst         netip.Addr
+		keepLearned bool
 	}
 )
 
@@ -240,7 +245,11 @@ func (o fdbAppend) change() Change {
 	return Change("bridge fdb append " + zeroMAC + " dev " + o.dev + " dst " + o.dst.String())
 }
 func (o fdbDel) change() Change {
-	return Change("bridge fdb del " + zeroMAC + " dev " + o.dev + " dst " + o.dst.String())
+	c := "bridge fdb del " + zeroMAC + " dev " + o.dev + " dst " + o.dst.String()
+	if o.keepLearned {
+		c += " (draining: what it learned stays)"
+	}
+	return Change(c)
 }
 
 func (o bridgeAdd) target() tunnel.Target { return tunnel.Target{Interface: o.name, Creates: true} }
@@ -345,7 +354,8 @@ func (w wantedPort) fits(v VXLANState) bool {
 // VXLAN port creation, alias, MTU and up, and enslaving; the segment port
 // enslaved; MTU and up of the bridge (after enslaving, so an MTU the kernel
 // derived from the ports is corrected); the all-zero FDB entries
-// (deletions first).
+// (deletions first; a draining bridge's ports have none and keep what
+// they learned).
 func (kernelL2) diff(cur L2State, bridges []plan.Bridge) []op {
 	want := slices.Clone(bridges)
 	slices.SortFunc(want, func(a, b plan.Bridge) int { return a.VNI - b.VNI })
@@ -400,7 +410,11 @@ func (kernelL2) diff(cur L2State, bridges []plan.Bridge) []op {
 			if v := have.vxlan(p.Name); v != nil {
 				remotes = v.Remotes
 			}
-			ops = append(ops, diffRemotes(p.Name, remotes, p.Remotes)...)
+			want := p.Remotes
+			if w.Drain {
+				want = nil
+			}
+			ops = append(ops, diffRemotes(p.Name, remotes, want, w.Drain)...)
 		}
 	}
 	return ops
@@ -434,13 +448,14 @@ func diffPort(v *VXLANState, w plan.Bridge, p plan.VXLAN) []op {
 }
 
 // diffRemotes returns the FDB changes that make dev's flood entries have
-// want (deletions first).
-func diffRemotes(dev string, have, want []netip.Addr) []op {
+// want (deletions first); keepLearned keeps what dev learned behind the
+// remotes it stops flooding to.
+func diffRemotes(dev string, have, want []netip.Addr, keepLearned bool) []op {
 	var ops []op
 	want = canonicalAddrs(want)
 	for _, r := range have {
 		if !slices.Contains(want, r) {
-			ops = append(ops, fdbDel{dev: dev, dst: r})
+			ops = append(ops, fdbDel{dev: dev, dst: r, keepLearned: keepLearned})
 		}
 	}
 	for _, r := range want {

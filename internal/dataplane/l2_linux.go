@@ -211,7 +211,7 @@ func (o fdbDel) exec(context.Context, *linuxDataplane) (Change, error) {
 	if errors.Is(err, unix.ENOENT) {
 		err = nil // gone already
 	}
-	if err == nil {
+	if err == nil && !o.keepLearned {
 		forgetLearned(n.LinkIndex, o.dst)
 		// The old gateway bridges on for a moment (it steps down when it
 		// hears the new one's claim and applies): its frames in flight
