@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/ha"
 	"github.com/fednet/fednet/internal/plan"
 )
@@ -107,8 +110,12 @@ func TestBridgedHandoverDrains(t *testing.T) {
 // bridges lan through the relay tree (fvx200-N); back on the link, the
 // lead plan it applies first has the full mesh's port fvx200 besides the
 // tree's, flooding to nobody, and the firewall takes its UDP port from the
-// tunnels; then the plan as planned (fvx200 alone, flooding to the other
-// members).
+// tunnels; at the end of the lead, a plan that switches the bridges alone
+// (the routes and peers of the applied plan, the bridges of the plan as
+// planned, the firewall of the lead); then the plan as planned (fvx200
+// alone, flooding to the other members). The bridge learns nothing on
+// fvx200 from the lead to the switch, and fvx200 forgets what it learned
+// after the switch.
 func TestWayBackMakesPortsAhead(t *testing.T) {
 	normal := haPlans(t)["aws-gw"]
 	l := normal.Local
@@ -124,12 +131,25 @@ func TestWayBackMakesPortsAhead(t *testing.T) {
 		t.Fatalf("planner: tree ports %+v, mesh ports %+v; want one tree port, then fvx200", tree.VXLANs, mesh.VXLANs)
 	}
 	h, got := recorder(t, "aws-gw", l)
+	var mu sync.Mutex
+	var forgot []string
+	h.forget = func(dev string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		forgot = append(forgot, dev)
+		return nil
+	}
+	var learning []string
+	h.learning = func(dev string, on bool) error {
+		learning = append(learning, fmt.Sprintf("%s %v after %d plans", dev, on, len(*got)))
+		return nil
+	}
 	h.applied = &cut
 	pair := plan.Pair("aws-eu", "azure-we")
 	h.appliedDown = map[plan.SitePair]bool{pair: true}
 	h.deliverMoving(Update{Plan: &normal})
-	if len(*got) != 2 {
-		t.Fatalf("%d plans applied on the way back, want 2 (the lead's, then the plan)", len(*got))
+	if len(*got) != 3 {
+		t.Fatalf("%d plans applied on the way back, want 3 (the lead's, the bridges' switch, the plan)", len(*got))
 	}
 	lead, _ := bridge((*got)[0], "fbr200")
 	names := func(b plan.Bridge) (out []string) {
@@ -147,11 +167,38 @@ func TestWayBackMakesPortsAhead(t *testing.T) {
 	if fw := (*got)[0].Firewall.TunnelPorts; !slices.Contains(fw, plan.VXLANPort) || !slices.Contains(fw, tree.VXLANs[0].UDPPort) {
 		t.Errorf("lead's tunnel ports %v, want %d and %d", fw, plan.VXLANPort, tree.VXLANs[0].UDPPort)
 	}
-	if !plan.Equal((*got)[1], normal) {
-		t.Error("the plan after the lead is not the plan as planned")
+	sw := (*got)[1]
+	if b, _ := bridge(sw, "fbr200"); !slices.Equal(names(b), []string{"fvx200"}) || !slices.Equal(b.VXLANs[0].Remotes, mesh.VXLANs[0].Remotes) {
+		t.Errorf("the switch's ports %v, want the plan's fvx200 flooding to %v", names(b), mesh.VXLANs[0].Remotes)
+	}
+	if !slices.Equal(sw.Routes, cut.Routes) || !slices.Equal(sw.Firewall.TunnelPorts, (*got)[0].Firewall.TunnelPorts) {
+		t.Errorf("the switch changes more than the bridges: routes %v (applied %v), tunnel ports %v (lead %v)", sw.Routes, cut.Routes, sw.Firewall.TunnelPorts, (*got)[0].Firewall.TunnelPorts)
+	}
+	if !plan.Equal((*got)[2], normal) {
+		t.Error("the plan after the switch is not the plan as planned")
 	}
 	if b, _ := bridge(cut, "fbr200"); len(b.VXLANs) != 1 {
 		t.Error("withNewPorts changed the applied plan")
+	}
+	// The bridge learns nothing on the new port from the lead to the
+	// switch.
+	if want := []string{"fvx200 false after 1 plans", "fvx200 true after 2 plans"}; !slices.Equal(learning, want) {
+		t.Errorf("learning on the new port: %q, want %q", learning, want)
+	}
+	// The new port forgets what it learned after the switch, at each of
+	// SwitchForget.
+	forgotten := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(forgot)
+	}
+	if err := await.Poll(5*time.Second, func() (bool, string) {
+		return len(forgotten()) >= len(SwitchForget), fmt.Sprintf("forgot %v", forgotten())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if f := forgotten(); !slices.Equal(f, slices.Repeat([]string{"fvx200"}, len(SwitchForget))) {
+		t.Errorf("forgot %v, want fvx200 %d times", f, len(SwitchForget))
 	}
 
 	// A failover (the link goes down) has no lead.
@@ -162,4 +209,8 @@ func TestWayBackMakesPortsAhead(t *testing.T) {
 	if len(*got) != 1 {
 		t.Errorf("%d plans applied on a failover, want 1", len(*got))
 	}
+	await.Holds(t, SwitchForget[len(SwitchForget)-1]+100*time.Millisecond, 20*time.Millisecond, func() (bool, string) {
+		f := forgotten()
+		return len(f) == len(SwitchForget), fmt.Sprintf("a failover made ports forget: %v", f[len(SwitchForget):])
+	})
 }

@@ -91,8 +91,22 @@ func (h *haSource) deliverMoving(u Update) Result {
 			if res := h.deliver(lu); res.Err != nil {
 				h.logf("failover: making the coming plan's bridge ports ahead: %v", res.Err)
 			}
+			h.setLearning(newPorts(*h.applied, *u.Plan), false)
 		}
 		time.Sleep(WayBackLead)
+		if lead != nil {
+			// The bridges switch first, alone, at the same moment at
+			// every gateway: the rest of the apply (the firewall, the
+			// tunnel's peers) takes tens of milliseconds that would
+			// otherwise come between one gateway's switch and another's.
+			su := u
+			su.Plan, su.Why, su.Dataplane = withBridgesOf(*lead, *u.Plan), u.Why+" (way back: the bridges switch first)", nil
+			if res := h.deliver(su); res.Err != nil {
+				h.logf("failover: switching the bridges first: %v", res.Err)
+			}
+			h.setLearning(newPorts(*h.applied, *u.Plan), true)
+			h.forgetAfterSwitch(newPorts(*h.applied, *u.Plan))
+		}
 	}
 	res := h.deliver(u)
 	h.mu.Lock()

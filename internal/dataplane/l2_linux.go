@@ -185,6 +185,11 @@ func (o masterSet) exec(context.Context, *linuxDataplane) (Change, error) {
 	return wrapExec(o, "enslaving "+o.dev+" to bridge "+o.master, err)
 }
 
+func (o vxlanRelease) exec(context.Context, *linuxDataplane) (Change, error) {
+	err := withLinks(func(l ...netlink.Link) error { return netlink.LinkSetNoMaster(l[0]) }, o.dev)
+	return wrapExec(o, "releasing "+o.dev+" from its bridge", err)
+}
+
 func (o portSet) exec(context.Context, *linuxDataplane) (Change, error) {
 	err := withLinks(func(l ...netlink.Link) error { return netlink.LinkSetMaster(l[0], l[1]) }, o.port, o.bridge)
 	return wrapExec(o, "enslaving port "+o.port+" to bridge "+o.bridge, err)
@@ -246,6 +251,57 @@ func forgetLearned(index int, dst netip.Addr) {
 		n.Family = unix.AF_BRIDGE
 		_ = netlink.NeighDel(&n)
 	}
+}
+
+// ForgetLearned deletes every MAC address the VXLAN device dev learned
+// (its all-zero flood entries stay): frames to those addresses flood until
+// they are learned again. The agent calls it shortly after a bridged
+// network changed shape (docs/resilience.md, "The way back"): while the
+// gateways switch, one that has not switched yet may relay a frame between
+// its old and new ports and teach the others a wrong gateway for its
+// source. A device that does not exist is no error.
+func ForgetLearned(dev string) error {
+	link, err := netlink.LinkByName(dev)
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("forgetting what %s learned: %w", dev, err)
+	}
+	index := link.Attrs().Index
+	neighs, err := netlink.NeighList(index, unix.AF_BRIDGE)
+	if err != nil {
+		return fmt.Errorf("forgetting what %s learned: %w", dev, err)
+	}
+	var errs []error
+	for _, n := range neighs {
+		if n.LinkIndex != index || n.Flags&netlink.NTF_SELF == 0 || isZeroMAC(n.HardwareAddr) || n.IP == nil {
+			continue
+		}
+		n.Family = unix.AF_BRIDGE
+		if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("forgetting what %s learned: %w", dev, err)
+	}
+	return nil
+}
+
+// SetPortLearning turns the bridge's learning on the bridge port dev on or
+// off. The agent turns it off on the ports it makes ahead of a way back
+// (docs/resilience.md, "The way back"): a port that learns nothing and
+// floods to nobody sends nothing, so a gateway that has not switched yet
+// never relays a frame from its old ports out of its new one. A new bridge
+// port learns (the kernel's default); Apply does not change it.
+func SetPortLearning(dev string, on bool) error {
+	err := withLinks(func(l ...netlink.Link) error { return netlink.LinkSetLearning(l[0], on) }, dev)
+	if err != nil {
+		return fmt.Errorf("setting learning %v on bridge port %s: %w", on, dev, err)
+	}
+	return nil
 }
 
 // wrapExec returns o's change and err, if any, wrapped with what.

@@ -14,3 +14,9 @@ func SyncTransit(c TransitConfig) ([]Change, error) {
 
 // DownTransit does nothing off Linux.
 func DownTransit() error { return nil }
+
+// ForgetLearned does nothing off Linux.
+func ForgetLearned(dev string) error { return nil }
+
+// SetPortLearning does nothing off Linux.
+func SetPortLearning(dev string, on bool) error { return nil }
