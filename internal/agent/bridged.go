@@ -2,8 +2,10 @@ package agent
 
 import (
 	"cmp"
+	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fednet/fednet/internal/dataplane"
@@ -23,23 +25,26 @@ import (
 //     drain ends). A draining bridge floods to nobody, so the site's
 //     broadcasts leave through the new active gateway alone;
 //   - on the way back to a repaired link, the ports of the coming plan
-//     that the applied plan lacks (the full mesh's fvx<ID> when a relay
-//     tree gives way to the mesh, another tree's link) are made at the
-//     start of the lead, with no flood entries: every gateway can then
-//     receive what the others send in the new shape before any of them
-//     sends it. The bridge learns nothing on them until the switch
-//     (dataplane.SetPortLearning): a port that floods to nobody and has
-//     learned nothing sends nothing, so the extra ports add no path a
-//     frame could loop on, and a gateway that has not switched yet never
-//     relays a frame from its old ports out of its new one. At the end of the
-//     lead the bridges switch first, alone (withBridgesOf), so that every
-//     gateway switches within milliseconds of the others; the data plane
-//     releases an old port from its bridge before it adds the new port's
-//     flood entries, and deletes it last. While the gateways switch, one
-//     that has not switched yet may relay a frame between its old and new
-//     ports and teach the others a wrong gateway for its source (the
-//     first lab runs of this design lost a pair for 3.5 s so): the new
-//     ports forget what they learned SwitchForget after the switch.
+//     that the applied plan lacks are made at the start of the lead
+//     (newWayBack). Where a relay tree gives way to the full mesh, the
+//     mesh's port fvx<ID> floods to every member at once, beside the
+//     tree's ports fvx<ID>-<n>: a bridge-family nftables table
+//     (dataplane.SeparateShapes) drops every frame between the two
+//     shapes, so each carries frames on its own, and the tree's ports
+//     stop learning and forget what they learned (from then on unicast
+//     takes the mesh, the tree only floods). Every frame then reaches every
+//     member through the mesh, whatever the other gateways still do, and
+//     the tree's ports can go in any order: no gateway waits for another.
+//     Any other new port (one relay tree giving way to another) floods to
+//     nobody and learns nothing until the switch (dataplane.SetPortLearning):
+//     a port that floods to nobody and learned nothing sends nothing, so it
+//     adds no path a frame could loop on; it forgets what it learned
+//     SwitchForget after the switch, in case a gateway that had not
+//     switched relayed a frame between its old and new ports. At the end of
+//     the lead the bridges switch first, alone (withBridgesOf), so that the
+//     gateways switch within milliseconds of one another; the data plane
+//     releases an old port from its bridge before it adds the new ports'
+//     flood entries, and deletes it last.
 
 // SwitchForget are the delays after a way back's bridge switch at which
 // the new ports forget what they learned (dataplane.ForgetLearned): by
@@ -47,67 +52,81 @@ import (
 // another; a loaded one later).
 var SwitchForget = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}
 
-// forgetAfterSwitch makes the VXLAN ports ports forget what they learned
-// at each of SwitchForget (in the background).
-func (h *haSource) forgetAfterSwitch(ports []string) {
-	forget := h.forget
-	if forget == nil {
-		if h.quiet {
-			return
-		}
-		forget = dataplane.ForgetLearned
-	}
-	for _, d := range SwitchForget {
-		time.AfterFunc(d, func() {
-			for _, p := range ports {
-				if err := forget(p); err != nil {
-					h.logf("failover: %v", err)
-				}
-			}
-		})
-	}
+// bridgedOps are the changes of bridged ports the way back makes outside
+// the data plane's Apply; tests replace them (kernelBridged calls the
+// data plane's functions).
+type bridgedOps interface {
+	ForgetLearned(dev string) error
+	SetPortLearning(dev string, on bool) error
+	ForgetPort(dev string) error
+	SeparateShapes(shapes []dataplane.Shapes) error
 }
 
-// setLearning turns the bridge's learning on ports on or off (tests
-// replace dataplane.SetPortLearning with h.learning).
-func (h *haSource) setLearning(ports []string, on bool) {
-	set := h.learning
-	if set == nil {
-		if h.quiet {
-			return
-		}
-		set = dataplane.SetPortLearning
+// kernelBridged is bridgedOps on this machine's kernel.
+type kernelBridged struct{}
+
+func (kernelBridged) ForgetLearned(dev string) error { return dataplane.ForgetLearned(dev) }
+func (kernelBridged) SetPortLearning(dev string, on bool) error {
+	return dataplane.SetPortLearning(dev, on)
+}
+func (kernelBridged) ForgetPort(dev string) error               { return dataplane.ForgetPort(dev) }
+func (kernelBridged) SeparateShapes(s []dataplane.Shapes) error { return dataplane.SeparateShapes(s) }
+
+// l2 returns the bridgedOps to use, nil for none (a quiet source in unit
+// tests changes nothing).
+func (h *haSource) l2() bridgedOps {
+	switch {
+	case h.bridged != nil:
+		return h.bridged
+	case h.quiet:
+		return nil
 	}
+	return kernelBridged{}
+}
+
+// each runs f on every port, logging errors.
+func (h *haSource) each(ports []string, f func(string) error) {
 	for _, p := range ports {
-		if err := set(p, on); err != nil {
+		if err := f(p); err != nil {
 			h.logf("failover: %v", err)
 		}
 	}
 }
 
-// newPorts returns the names of the VXLAN ports to gateways that next's
-// bridges have and applied's lack, sorted.
-func newPorts(applied, next plan.Gateway) []string {
-	var out []string
-	for _, b := range next.Bridges {
-		for _, v := range b.VXLANs {
-			if v.Kind == plan.ToGateways && !hasPort(applied, v.Name) {
-				out = append(out, v.Name)
-			}
-		}
+// forgetAfterSwitch makes the VXLAN ports ports forget what they learned
+// at each of SwitchForget (in the background).
+func (h *haSource) forgetAfterSwitch(ports []string) {
+	ops := h.l2()
+	if ops == nil || len(ports) == 0 {
+		return
 	}
-	slices.Sort(out)
-	return out
+	for _, d := range SwitchForget {
+		time.AfterFunc(d, func() { h.each(ports, ops.ForgetLearned) })
+	}
 }
 
-// hasPort reports whether a bridge of p has the VXLAN port name.
-func hasPort(p plan.Gateway, name string) bool {
-	for _, b := range p.Bridges {
-		if slices.ContainsFunc(b.VXLANs, func(v plan.VXLAN) bool { return v.Name == name }) {
-			return true
-		}
+// setLearning turns the bridge's learning on ports on or off.
+func (h *haSource) setLearning(ports []string, on bool) {
+	if ops := h.l2(); ops != nil {
+		h.each(ports, func(p string) error { return ops.SetPortLearning(p, on) })
 	}
-	return false
+}
+
+// separate keeps shapes apart (nil: no more) and, when it starts, makes
+// the bridge forget and stop learning behind the old shape's ports: from
+// then on its unicast goes through the new shape, and the old one only
+// floods until its ports go.
+func (h *haSource) separate(shapes []dataplane.Shapes, old []string) {
+	ops := h.l2()
+	if ops == nil {
+		return
+	}
+	if err := ops.SeparateShapes(shapes); err != nil {
+		h.logf("failover: %v", err)
+	}
+	h.each(old, func(p string) error {
+		return errors.Join(ops.SetPortLearning(p, false), ops.ForgetPort(p))
+	})
 }
 
 // drainState is a step-down's bridges, kept draining since.
@@ -150,13 +169,29 @@ func withDraining(p plan.Gateway, kept []plan.Bridge) plan.Gateway {
 	return out
 }
 
-// withNewPorts returns applied with the VXLAN ports that next's bridges
-// have and applied's same bridges (by name) lack, each with no flood
-// entries: the plan of a way back's lead. Bridges of next that applied
-// lacks are left out (a gateway that joins a network as a new relay has
-// nothing to keep working meanwhile). applied is not changed.
-func withNewPorts(applied, next plan.Gateway) plan.Gateway {
-	out := applied
+// wayBack is what a way back's lead changes of the bridges: the lead's
+// plan, and the shapes it separates.
+type wayBack struct {
+	// lead is applied with the VXLAN ports that next's bridges have and
+	// applied's same bridges (by name) lack. Where a relay tree gives way
+	// to the full mesh (the bridge's ports fvx<ID>-<n> become fvx<ID>),
+	// the mesh's port floods to its remotes at once (shapes keeps it
+	// apart from the tree's); any other new port floods to nobody (quiet).
+	// Bridges of next that applied lacks are left out (a gateway that
+	// joins a network as a new relay has nothing to keep working
+	// meanwhile).
+	lead plan.Gateway
+	// shapes are the separated networks; old their tree's ports, quiet
+	// the new ports that flood to nobody until the switch. Sorted.
+	shapes     []dataplane.Shapes
+	old, quiet []string
+}
+
+// newWayBack returns the lead of the way back from applied to next.
+// applied is not changed.
+func newWayBack(applied, next plan.Gateway) wayBack {
+	w := wayBack{lead: applied}
+	out := &w.lead
 	out.Bridges = slices.Clone(applied.Bridges)
 	out.Firewall.TunnelPorts = slices.Clone(applied.Firewall.TunnelPorts)
 	for _, nb := range next.Bridges {
@@ -170,7 +205,14 @@ func withNewPorts(applied, next plan.Gateway) plan.Gateway {
 			if v.Kind != plan.ToGateways || slices.ContainsFunc(b.VXLANs, func(x plan.VXLAN) bool { return x.Name == v.Name }) {
 				continue
 			}
-			v.Remotes = []netip.Addr{}
+			if old, ok := treePorts(*b, v.Name); ok {
+				w.shapes = append(w.shapes, dataplane.Shapes{Mesh: v.Name, TreePrefix: v.Name + "-"})
+				w.old = append(w.old, old...)
+				v.Remotes = slices.Clone(v.Remotes)
+			} else {
+				v.Remotes = []netip.Addr{}
+				w.quiet = append(w.quiet, v.Name)
+			}
 			added = append(added, v)
 		}
 		if len(added) == 0 {
@@ -178,9 +220,28 @@ func withNewPorts(applied, next plan.Gateway) plan.Gateway {
 		}
 		b.VXLANs = append(slices.Clone(b.VXLANs), added...)
 		slices.SortFunc(b.VXLANs, func(x, y plan.VXLAN) int { return cmp.Compare(x.Name, y.Name) })
-		addTunnelPorts(&out, added)
+		addTunnelPorts(out, added)
 	}
-	return out
+	slices.Sort(w.old)
+	slices.Sort(w.quiet)
+	return w
+}
+
+// treePorts returns the ports to gateways of b when they are all a relay
+// tree's ports of the mesh port mesh (mesh + "-" + a number), at least
+// one, and mesh is not among them.
+func treePorts(b plan.Bridge, mesh string) ([]string, bool) {
+	var out []string
+	for _, v := range b.VXLANs {
+		if v.Kind != plan.ToGateways {
+			continue
+		}
+		if !strings.HasPrefix(v.Name, mesh+"-") {
+			return nil, false
+		}
+		out = append(out, v.Name)
+	}
+	return out, len(out) > 0
 }
 
 // withBridgesOf returns lead with next's bridges, its firewall's tunnel

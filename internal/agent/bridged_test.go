@@ -3,11 +3,13 @@ package agent
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fednet/fednet/internal/await"
+	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/ha"
 	"github.com/fednet/fednet/internal/plan"
 )
@@ -106,44 +108,81 @@ func TestBridgedHandoverDrains(t *testing.T) {
 	}
 }
 
-// TestWayBackMakesPortsAhead: aws-gw while aws-eu <-> azure-we is down
-// bridges lan through the relay tree (fvx200-N); back on the link, the
-// lead plan it applies first has the full mesh's port fvx200 besides the
-// tree's, flooding to nobody, and the firewall takes its UDP port from the
-// tunnels; at the end of the lead, a plan that switches the bridges alone
-// (the routes and peers of the applied plan, the bridges of the plan as
-// planned, the firewall of the lead); then the plan as planned (fvx200
-// alone, flooding to the other members). The bridge learns nothing on
-// fvx200 from the lead to the switch, and fvx200 forgets what it learned
-// after the switch.
-func TestWayBackMakesPortsAhead(t *testing.T) {
-	normal := haPlans(t)["aws-gw"]
+// recordedOps records the way back's bridgedOps, with how many plans were
+// applied before each.
+type recordedOps struct {
+	mu    sync.Mutex
+	plans func() int
+	log   []string
+}
+
+func (r *recordedOps) note(format string, args ...any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, fmt.Sprintf(format, args...)+fmt.Sprintf(" after %d plans", r.plans()))
+	return nil
+}
+
+func (r *recordedOps) ForgetLearned(dev string) error { return r.note("forget %s", dev) }
+func (r *recordedOps) SetPortLearning(dev string, on bool) error {
+	return r.note("learning %s %v", dev, on)
+}
+func (r *recordedOps) ForgetPort(dev string) error { return r.note("forget port %s", dev) }
+func (r *recordedOps) SeparateShapes(s []dataplane.Shapes) error {
+	return r.note("separate %v", s)
+}
+
+func (r *recordedOps) Log() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.log)
+}
+
+// wayBackPlans plans gateway with the links down, and as planned.
+func wayBackPlans(t *testing.T, gateway string, down ...[2]string) (held, normal plan.Gateway) {
+	t.Helper()
+	normal = haPlans(t)[gateway]
 	l := normal.Local
-	cutIn := l.Inputs().WithLinkDown("aws-eu", "azure-we")
-	cut, err := plan.ForGateway(l.Federation, cutIn, "aws-gw")
+	in := l.Inputs()
+	for _, d := range down {
+		in = in.WithLinkDown(d[0], d[1])
+	}
+	held, err := plan.ForGateway(l.Federation, in, gateway)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut.Local = l
+	held.Local = l
+	return held, normal
+}
+
+func portNames(b plan.Bridge) (out []string) {
+	for _, v := range b.VXLANs {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+// TestWayBackMakesPortsAhead: aws-gw while aws-eu <-> azure-we is down
+// bridges lan through the relay tree (fvx200-N). Back on the link: first
+// the shapes are kept apart (fvx200 from fvx200-*), the tree's port stops
+// learning and forgets; the lead plan it applies then has the full mesh's
+// port fvx200 besides the tree's, flooding to the members at once, and the
+// firewall takes its UDP port from the tunnels; at the end of the lead, a
+// plan that switches the bridges alone (the routes and peers of the
+// applied plan, the bridges of the plan as planned, the firewall of the
+// lead); then the plan as planned (fvx200 alone), and the separation goes.
+// A failover has no lead.
+func TestWayBackMakesPortsAhead(t *testing.T) {
+	cut, normal := wayBackPlans(t, "aws-gw", [2]string{"aws-eu", "azure-we"})
 	tree, _ := bridge(cut, "fbr200")
 	mesh, _ := bridge(normal, "fbr200")
 	if len(tree.VXLANs) != 1 || tree.VXLANs[0].Name == "fvx200" || len(mesh.VXLANs) != 1 || mesh.VXLANs[0].Name != "fvx200" {
 		t.Fatalf("planner: tree ports %+v, mesh ports %+v; want one tree port, then fvx200", tree.VXLANs, mesh.VXLANs)
 	}
-	h, got := recorder(t, "aws-gw", l)
-	var mu sync.Mutex
-	var forgot []string
-	h.forget = func(dev string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		forgot = append(forgot, dev)
-		return nil
-	}
-	var learning []string
-	h.learning = func(dev string, on bool) error {
-		learning = append(learning, fmt.Sprintf("%s %v after %d plans", dev, on, len(*got)))
-		return nil
-	}
+	treePort := tree.VXLANs[0].Name
+	h, got := recorder(t, "aws-gw", normal.Local)
+	ops := &recordedOps{plans: func() int { return len(*got) }}
+	h.bridged = ops
 	h.applied = &cut
 	pair := plan.Pair("aws-eu", "azure-we")
 	h.appliedDown = map[plan.SitePair]bool{pair: true}
@@ -152,24 +191,18 @@ func TestWayBackMakesPortsAhead(t *testing.T) {
 		t.Fatalf("%d plans applied on the way back, want 3 (the lead's, the bridges' switch, the plan)", len(*got))
 	}
 	lead, _ := bridge((*got)[0], "fbr200")
-	names := func(b plan.Bridge) (out []string) {
-		for _, v := range b.VXLANs {
-			out = append(out, v.Name)
-		}
-		return out
+	if !slices.Equal(portNames(lead), []string{"fvx200", treePort}) {
+		t.Fatalf("lead ports %v, want fvx200 and %s", portNames(lead), treePort)
 	}
-	if !slices.Equal(names(lead), []string{"fvx200", tree.VXLANs[0].Name}) {
-		t.Fatalf("lead ports %v, want fvx200 and %s", names(lead), tree.VXLANs[0].Name)
-	}
-	if len(lead.VXLANs[0].Remotes) != 0 || !slices.Equal(lead.VXLANs[1].Remotes, tree.VXLANs[0].Remotes) {
-		t.Errorf("lead: fvx200 floods to %v (want nobody), the tree port to %v (want %v)", lead.VXLANs[0].Remotes, lead.VXLANs[1].Remotes, tree.VXLANs[0].Remotes)
+	if !slices.Equal(lead.VXLANs[0].Remotes, mesh.VXLANs[0].Remotes) || !slices.Equal(lead.VXLANs[1].Remotes, tree.VXLANs[0].Remotes) {
+		t.Errorf("lead: fvx200 floods to %v (want %v), the tree port to %v (want %v)", lead.VXLANs[0].Remotes, mesh.VXLANs[0].Remotes, lead.VXLANs[1].Remotes, tree.VXLANs[0].Remotes)
 	}
 	if fw := (*got)[0].Firewall.TunnelPorts; !slices.Contains(fw, plan.VXLANPort) || !slices.Contains(fw, tree.VXLANs[0].UDPPort) {
 		t.Errorf("lead's tunnel ports %v, want %d and %d", fw, plan.VXLANPort, tree.VXLANs[0].UDPPort)
 	}
 	sw := (*got)[1]
-	if b, _ := bridge(sw, "fbr200"); !slices.Equal(names(b), []string{"fvx200"}) || !slices.Equal(b.VXLANs[0].Remotes, mesh.VXLANs[0].Remotes) {
-		t.Errorf("the switch's ports %v, want the plan's fvx200 flooding to %v", names(b), mesh.VXLANs[0].Remotes)
+	if b, _ := bridge(sw, "fbr200"); !slices.Equal(portNames(b), []string{"fvx200"}) || !slices.Equal(b.VXLANs[0].Remotes, mesh.VXLANs[0].Remotes) {
+		t.Errorf("the switch's ports %v, want the plan's fvx200 flooding to %v", portNames(b), mesh.VXLANs[0].Remotes)
 	}
 	if !slices.Equal(sw.Routes, cut.Routes) || !slices.Equal(sw.Firewall.TunnelPorts, (*got)[0].Firewall.TunnelPorts) {
 		t.Errorf("the switch changes more than the bridges: routes %v (applied %v), tunnel ports %v (lead %v)", sw.Routes, cut.Routes, sw.Firewall.TunnelPorts, (*got)[0].Firewall.TunnelPorts)
@@ -178,39 +211,69 @@ func TestWayBackMakesPortsAhead(t *testing.T) {
 		t.Error("the plan after the switch is not the plan as planned")
 	}
 	if b, _ := bridge(cut, "fbr200"); len(b.VXLANs) != 1 {
-		t.Error("withNewPorts changed the applied plan")
+		t.Error("newWayBack changed the applied plan")
 	}
-	// The bridge learns nothing on the new port from the lead to the
-	// switch.
-	if want := []string{"fvx200 false after 1 plans", "fvx200 true after 2 plans"}; !slices.Equal(learning, want) {
-		t.Errorf("learning on the new port: %q, want %q", learning, want)
+	want := []string{
+		"separate [{fvx200 fvx200-}] after 0 plans",
+		"learning " + treePort + " false after 0 plans",
+		"forget port " + treePort + " after 0 plans",
+		"separate [] after 3 plans",
 	}
-	// The new port forgets what it learned after the switch, at each of
-	// SwitchForget.
-	forgotten := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(forgot)
-	}
-	if err := await.Poll(5*time.Second, func() (bool, string) {
-		return len(forgotten()) >= len(SwitchForget), fmt.Sprintf("forgot %v", forgotten())
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if f := forgotten(); !slices.Equal(f, slices.Repeat([]string{"fvx200"}, len(SwitchForget))) {
-		t.Errorf("forgot %v, want fvx200 %d times", f, len(SwitchForget))
+	if l := ops.Log(); !slices.Equal(l, want) {
+		t.Errorf("bridged ops:\n%s\nwant:\n%s", strings.Join(l, "\n"), strings.Join(want, "\n"))
 	}
 
-	// A failover (the link goes down) has no lead.
+	// A failover (the link goes down) has no lead and changes nothing
+	// outside the plan.
 	*got = nil
 	h.applied, h.appliedDown = &normal, nil
 	h.dec.LinksDown = map[plan.SitePair]bool{pair: true}
 	h.deliverMoving(Update{Plan: &cut})
-	if len(*got) != 1 {
-		t.Errorf("%d plans applied on a failover, want 1", len(*got))
+	if len(*got) != 1 || len(ops.Log()) != len(want) {
+		t.Errorf("a failover: %d plans applied (want 1), bridged ops %v", len(*got), ops.Log()[len(want):])
 	}
-	await.Holds(t, SwitchForget[len(SwitchForget)-1]+100*time.Millisecond, 20*time.Millisecond, func() (bool, string) {
-		f := forgotten()
-		return len(f) == len(SwitchForget), fmt.Sprintf("a failover made ports forget: %v", f[len(SwitchForget):])
-	})
+}
+
+// TestWayBackQuietPorts: when a way back changes one relay tree's port for
+// another's (not the mesh), the new port is made ahead flooding to nobody,
+// learns nothing from the lead to the switch, and forgets what it learned
+// after the switch, at each of SwitchForget; nothing is separated.
+func TestWayBackQuietPorts(t *testing.T) {
+	applied, _ := wayBackPlans(t, "aws-gw", [2]string{"aws-eu", "azure-we"}, [2]string{"aws-eu", "lab"})
+	next, _ := wayBackPlans(t, "aws-gw", [2]string{"aws-eu", "azure-we"})
+	w := newWayBack(applied, next)
+	if len(w.quiet) == 0 || len(w.shapes) != 0 {
+		t.Fatalf("way back from %v to %v: quiet %v, shapes %v; want a quiet port, no shapes", bridgePorts(applied), bridgePorts(next), w.quiet, w.shapes)
+	}
+	h, got := recorder(t, "aws-gw", next.Local)
+	ops := &recordedOps{plans: func() int { return len(*got) }}
+	h.bridged = ops
+	h.applied = &applied
+	h.appliedDown = map[plan.SitePair]bool{plan.Pair("aws-eu", "lab"): true}
+	h.dec.LinksDown = map[plan.SitePair]bool{plan.Pair("aws-eu", "azure-we"): true}
+	h.deliverMoving(Update{Plan: &next})
+	lead, _ := bridge((*got)[0], "fbr200")
+	for _, v := range lead.VXLANs {
+		if slices.Contains(w.quiet, v.Name) && len(v.Remotes) != 0 {
+			t.Errorf("lead: the new port %s floods to %v", v.Name, v.Remotes)
+		}
+	}
+	q := w.quiet[0]
+	if err := await.Poll(5*time.Second, func() (bool, string) {
+		return len(ops.Log()) >= 2+len(SwitchForget), fmt.Sprintf("ops %v", ops.Log())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"learning " + q + " false after 1 plans", "learning " + q + " true after 2 plans"}
+	for range SwitchForget {
+		want = append(want, "forget "+q+" after 3 plans")
+	}
+	if l := ops.Log(); !slices.Equal(l, want) {
+		t.Errorf("bridged ops:\n%s\nwant:\n%s", strings.Join(l, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func bridgePorts(p plan.Gateway) []string {
+	b, _ := bridge(p, "fbr200")
+	return portNames(b)
 }

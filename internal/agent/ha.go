@@ -80,12 +80,9 @@ type haSource struct {
 	// drain is the bridges this gateway keeps draining after it stepped
 	// down, nil for none (bridged.go).
 	drain *drainState
-	// forget makes a VXLAN port forget what it learned (tests replace
-	// dataplane.ForgetLearned).
-	forget func(dev string) error
-	// learning turns a bridge port's learning on or off (tests replace
-	// dataplane.SetPortLearning).
-	learning func(dev string, on bool) error
+	// bridged makes the way back's changes of bridged ports (nil: the
+	// kernel's; bridged.go).
+	bridged bridgedOps
 }
 
 type haTarget struct {

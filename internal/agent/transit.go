@@ -72,10 +72,11 @@ func (h *haSource) deliverMoving(u Update) Result {
 	}
 	down := maps.Clone(h.dec.LinksDown)
 	var lead *plan.Gateway
+	var wb wayBack
 	if released != "" {
-		l := withNewPorts(*h.applied, *u.Plan)
-		if !plan.Equal(l, *h.applied) {
-			lead = &l
+		wb = newWayBack(*h.applied, *u.Plan)
+		if !plan.Equal(wb.lead, *h.applied) {
+			lead = &wb.lead
 		}
 	}
 	h.mu.Unlock()
@@ -83,15 +84,19 @@ func (h *haSource) deliverMoving(u Update) Result {
 	if released != "" {
 		h.logf("failover: link %s back: %d prefixes sent straight to their site's gateway for %v, then the plan applies (at %s)", released, moving, WayBackLead, time.Now().Format("15:04:05.000"))
 		if lead != nil {
-			// The coming plan's new bridge ports, made now and flooding to
-			// nobody: every gateway receives in the new shape before any
-			// sends in it (bridged.go).
+			// The coming plan's new bridge ports, made now: the full mesh's
+			// flooding at once, kept apart from the relay tree's, whose
+			// ports stop learning; others flooding to nobody and learning
+			// nothing until the switch (bridged.go).
+			if len(wb.shapes) > 0 {
+				h.separate(wb.shapes, wb.old)
+			}
 			lu := u
 			lu.Plan, lu.Why, lu.Dataplane = lead, u.Why+" (way back: the coming plan's bridge ports made ahead)", nil
 			if res := h.deliver(lu); res.Err != nil {
 				h.logf("failover: making the coming plan's bridge ports ahead: %v", res.Err)
 			}
-			h.setLearning(newPorts(*h.applied, *u.Plan), false)
+			h.setLearning(wb.quiet, false)
 		}
 		time.Sleep(WayBackLead)
 		if lead != nil {
@@ -104,11 +109,15 @@ func (h *haSource) deliverMoving(u Update) Result {
 			if res := h.deliver(su); res.Err != nil {
 				h.logf("failover: switching the bridges first: %v", res.Err)
 			}
-			h.setLearning(newPorts(*h.applied, *u.Plan), true)
-			h.forgetAfterSwitch(newPorts(*h.applied, *u.Plan))
+			h.setLearning(wb.quiet, true)
+			h.forgetAfterSwitch(wb.quiet)
 		}
 	}
 	res := h.deliver(u)
+	if len(wb.shapes) > 0 {
+		// The tree's ports are gone: nothing left to keep apart.
+		h.separate(nil, nil)
+	}
 	h.mu.Lock()
 	h.pending, h.moving = nil, nil
 	if res.Err == nil {

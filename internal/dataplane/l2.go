@@ -41,6 +41,18 @@ import (
 // "fednet-neighbor:<network>/<host>" and a default remote; they are read as
 // fednet's and replaced by a device of this model at the next Apply.
 
+// ShapeTable is the nftables table (family bridge) that keeps a bridged
+// network's two shapes apart while a gateway holds the ports of both
+// (SeparateShapes; docs/resilience.md, "The way back of bridged
+// networks").
+const ShapeTable = "fednet-shapes"
+
+// Shapes names, for one bridged network, the full mesh's port and the
+// prefix of its relay tree's ports ("fvx200" and "fvx200-").
+type Shapes struct {
+	Mesh, TreePrefix string
+}
+
 // AliasPrefix marks the bridges and VXLAN devices fednet owns: their
 // interface alias is AliasPrefix followed by the network name.
 const AliasPrefix = "fednet:"

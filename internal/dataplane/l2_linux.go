@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -218,20 +219,43 @@ func (o fdbDel) exec(context.Context, *linuxDataplane) (Change, error) {
 	}
 	if err == nil && !o.keepLearned {
 		forgetLearned(n.LinkIndex, o.dst)
-		// The old gateway bridges on for a moment (it steps down when it
-		// hears the new one's claim and applies): its frames in flight
-		// teach the device its hosts again, and a host that only answers
-		// would stay unreachable until the entry ages out. Forget again
-		// once it has surely stopped.
-		for _, d := range reforget {
-			time.AfterFunc(d, func() { forgetLearned(n.LinkIndex, o.dst) })
-		}
+		// The old gateway bridges on, draining, for a while (ha.DrainMin
+		// to ha.DrainMax after it stepped down): frames it forwards teach
+		// the device its site's hosts again, and once it stops, a host
+		// learned behind it would stay unreachable until the entry ages
+		// out (a host that only answers, or a cycle: requests sent to the
+		// old gateway keep the site's switch sending the answers there).
+		// Forget again every reforgetEvery for reforgetFor, unless the
+		// remote is flooded to again.
+		go reforget(n.LinkIndex, o.dst)
 	}
 	return wrapExec(o, fmt.Sprintf("deleting flood entry to %s on %s", o.dst, o.dev), err)
 }
 
-// reforget are the delays after which forgetLearned runs again.
-var reforget = []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second}
+// reforgetEvery and reforgetFor: a VXLAN device forgets what it learned
+// behind a remote it no longer floods to every reforgetEvery for
+// reforgetFor (longer than a drain's longest, ha.DrainMax).
+const (
+	reforgetEvery = 100 * time.Millisecond
+	reforgetFor   = 11 * time.Second
+)
+
+// reforget runs forgetLearned(index, dst) every reforgetEvery for
+// reforgetFor, and stops early when dst is a flood remote of the device
+// again (the gateway came back: what is learned behind it is right) or
+// the device is gone.
+func reforget(index int, dst netip.Addr) {
+	t := time.NewTicker(reforgetEvery)
+	defer t.Stop()
+	for range int(reforgetFor / reforgetEvery) {
+		<-t.C
+		remotes, err := readFloodEntries(index)
+		if err != nil || slices.Contains(remotes, dst) {
+			return
+		}
+		forgetLearned(index, dst)
+	}
+}
 
 // forgetLearned deletes the MAC addresses the VXLAN device index learned
 // behind dst, a remote it no longer floods to (a site's active gateway

@@ -3,10 +3,12 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -403,16 +405,18 @@ func neighborPhase(t *testing.T, phase string) {
 // relay tree's port (fvx100-1, its own UDP port) to the full mesh's
 // (fvx100, 4789) one after the other, as the gateways of a federation apply
 // a way back tens of milliseconds apart, with host A pinging host B every
-// 10 ms. Both first make the mesh's port ahead, flooding to nobody (the
-// agent's lead plan). Then a switches: while b still floods through its
-// tree port (whose far end a deleted), a's frames reach b on the port b
-// made ahead, which learns host A behind a, so b's answers go back the
-// same way: the pings flow. Then b switches, and then b drains
+// 10 ms. Both first make the mesh's port ahead, flooding at once, with the
+// shapes kept apart (SeparateShapes) and the tree's port learning nothing
+// (the agent's lead): with both gateways flooding through both shapes, a
+// broadcast from host A reaches host B a bounded number of times (without
+// the separation it would go round: b takes it from the mesh into the
+// tree, a from the tree into the mesh). Then a switches (its tree port
+// goes), then b, and the pings flow at every step. Then b drains
 // (plan.Bridge.Drain): its port loses its flood entries but keeps what it
 // learned, and the pings still flow.
 //
 //	a-tree, b-tree  the tree's port on both
-//	a-lead, b-lead  + the mesh's port, flooding to nobody
+//	a-lead, b-lead  + the mesh's port, flooding; shapes apart; no loop
 //	a-mesh          a in the mesh shape; pings must flow (b not switched)
 //	b-mesh          both in the mesh shape; pings must flow
 //	b-drain         b's bridge draining; pings must flow, b's port keeps
@@ -423,7 +427,7 @@ func TestLinuxBridgeShapeSwitch(t *testing.T) {
 		shapePhase(t, nstest.Phase())
 		return
 	}
-	a, b, ha, _ := bridgedPair(t)
+	a, b, ha, hb := bridgedPair(t)
 	ka, kb := newPrivateKey(t), newPrivateKey(t)
 	env := keyEnv(ka, kb)
 	b.RunPhase(t, "b-tree", env...)
@@ -457,6 +461,18 @@ func TestLinuxBridgeShapeSwitch(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d pings lost, longest gap %v", step.phase, nstest.Lost(rs), nstest.LongestGap(rs))
+		if step.phase == "b-lead" {
+			noLoop(t, ha, hb)
+			// The tree's port forgot what the bridge had learned behind
+			// it and learns nothing more: unicast takes the mesh.
+			for _, gw := range []*nstest.Netns{a, b} {
+				for _, line := range strings.Split(gw.Exec(t, "bridge", "fdb", "show", "dev", "fvx100-1"), "\n") {
+					if strings.Contains(line, "master fbr100") && !strings.Contains(line, "permanent") {
+						t.Errorf("%s: the bridge still has an entry behind the tree's port: %s", gw.Name, line)
+					}
+				}
+			}
+		}
 	}
 	fdb := b.Exec(t, "bridge", "fdb", "show", "dev", "fvx100")
 	if strings.Contains(fdb, "00:00:00:00:00:00") {
@@ -485,9 +501,7 @@ func shapePhase(t *testing.T, phase string) {
 		case "tree":
 			b.VXLANs = []plan.VXLAN{port("fvx100-1", tree, self, other)}
 		case "lead":
-			mesh := port("fvx100", plan.VXLANPort, self, other)
-			mesh.Remotes = nil
-			b.VXLANs = []plan.VXLAN{mesh, port("fvx100-1", tree, self, other)}
+			b.VXLANs = []plan.VXLAN{port("fvx100", plan.VXLANPort, self, other), port("fvx100-1", tree, self, other)}
 		case "mesh", "drain", "down":
 			b.VXLANs = []plan.VXLAN{port("fvx100", plan.VXLANPort, self, other)}
 			b.Drain = which == "drain"
@@ -506,6 +520,16 @@ func shapePhase(t *testing.T, phase string) {
 	ctx := context.Background()
 	switch which {
 	case "tree", "lead", "mesh", "drain":
+		if which == "lead" {
+			// The agent's lead: the shapes kept apart, the tree's port
+			// learning nothing, before the mesh's port floods.
+			if err := SeparateShapes([]Shapes{{Mesh: "fvx100", TreePrefix: "fvx100-"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(SetPortLearning("fvx100-1", false), ForgetPort("fvx100-1")); err != nil {
+				t.Fatal(err)
+			}
+		}
 		changes, err := d.Apply(ctx, p)
 		if err != nil {
 			t.Fatal(err)
@@ -515,6 +539,9 @@ func shapePhase(t *testing.T, phase string) {
 			if _, err := netlink.LinkByName("fvx100-1"); err == nil {
 				t.Errorf("the tree's port fvx100-1 is still there in the mesh shape")
 			}
+			if err := SeparateShapes(nil); err != nil {
+				t.Fatal(err)
+			}
 		}
 	case "down":
 		if _, err := d.Down(ctx, p); err != nil {
@@ -523,4 +550,25 @@ func shapePhase(t *testing.T, phase string) {
 	default:
 		t.Fatalf("unknown phase %q", phase)
 	}
+}
+
+// noLoop sends one broadcast from host ha and checks, for a second, that
+// host hb receives a bounded number of packets: a broadcast going round
+// between two gateways arrives again and again.
+func noLoop(t *testing.T, ha, hb *nstest.Netns) {
+	t.Helper()
+	rx := func() int {
+		n, err := strconv.Atoi(strings.TrimSpace(hb.Exec(t, "cat", "/sys/class/net/eth0/statistics/rx_packets")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := rx()
+	// A broadcast ping: every bridge floods it through every port.
+	_ = exec.Command("ip", "netns", "exec", ha.Name, "ping", "-b", "-c", "1", "-W", "1", "192.168.50.255").Run()
+	await.Holds(t, time.Second, 50*time.Millisecond, func() (bool, string) {
+		got := rx() - before
+		return got < 500, fmt.Sprintf("host B received %d packets after one broadcast: a loop", got)
+	})
 }

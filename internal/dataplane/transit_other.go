@@ -20,3 +20,9 @@ func ForgetLearned(dev string) error { return nil }
 
 // SetPortLearning does nothing off Linux.
 func SetPortLearning(dev string, on bool) error { return nil }
+
+// SeparateShapes does nothing off Linux.
+func SeparateShapes(shapes []Shapes) error { return nil }
+
+// ForgetPort does nothing off Linux.
+func ForgetPort(dev string) error { return nil }

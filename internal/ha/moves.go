@@ -166,14 +166,14 @@ func (s *State) remoteActive(site, g string, now time.Time) string {
 // gateway that steps down keeps its site's bridges for a while, draining:
 // remote gateways send the site's frames to it until they moved the site to
 // the new active gateway, and their VXLAN ports, which forget what they
-// learned behind it when they move, forget again DrainMin later; frames it
-// forwards meanwhile (a host's answer the site's switch still sends its way)
-// must not find it gone. So it drains until every remote gateway that
+// learned behind it when they move, keep forgetting for longer than
+// DrainMax (dataplane's reforget); frames it forwards meanwhile (a host's
+// answer the site's switch still sends its way) must not find it gone. So it drains until every remote gateway that
 // answers says (Entry.Sends) it sends the site elsewhere, and at least
 // DrainMin, at most DrainMax.
 const (
-	// DrainMin covers the remote ports' last forgetting (3 s after they
-	// moved, dataplane's reforget) with room for their move itself.
+	// DrainMin leaves the remote ports time to move and to forget, more
+	// than once, what they learned behind this gateway.
 	DrainMin = 3500 * time.Millisecond
 	// DrainMax ends a drain whatever the remote gateways say (one that
 	// never announces, or an older agent).
