@@ -285,22 +285,31 @@ func forgetLearned(index int, dst netip.Addr) {
 // its old and new ports and teach the others a wrong gateway for its
 // source. A device that does not exist is no error.
 func ForgetLearned(dev string) error {
+	return deleteEntries(dev, "forgetting what "+dev+" learned", func(n *netlink.Neigh) bool {
+		return n.Flags&netlink.NTF_SELF != 0 && !isZeroMAC(n.HardwareAddr) && n.IP != nil
+	})
+}
+
+// deleteEntries deletes the bridge-family neighbor entries of dev that
+// match says to (match may set the flags the deletion needs), joining
+// the errors under what. A device that does not exist is no error.
+func deleteEntries(dev, what string, match func(*netlink.Neigh) bool) error {
 	link, err := netlink.LinkByName(dev)
 	var notFound netlink.LinkNotFoundError
 	if errors.As(err, &notFound) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("forgetting what %s learned: %w", dev, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	index := link.Attrs().Index
 	neighs, err := netlink.NeighList(index, unix.AF_BRIDGE)
 	if err != nil {
-		return fmt.Errorf("forgetting what %s learned: %w", dev, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	var errs []error
 	for _, n := range neighs {
-		if n.LinkIndex != index || n.Flags&netlink.NTF_SELF == 0 || isZeroMAC(n.HardwareAddr) || n.IP == nil {
+		if n.LinkIndex != index || !match(&n) {
 			continue
 		}
 		n.Family = unix.AF_BRIDGE
@@ -309,7 +318,7 @@ func ForgetLearned(dev string) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("forgetting what %s learned: %w", dev, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/google/nftables"
@@ -63,34 +62,13 @@ func ifname(name string) []byte {
 // them flood until they are learned again. A port that does not exist is
 // no error.
 func ForgetPort(dev string) error {
-	link, err := netlink.LinkByName(dev)
-	var notFound netlink.LinkNotFoundError
-	if errors.As(err, &notFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("forgetting what the bridge learned behind %s: %w", dev, err)
-	}
-	index := link.Attrs().Index
-	neighs, err := netlink.NeighList(index, unix.AF_BRIDGE)
-	if err != nil {
-		return fmt.Errorf("forgetting what the bridge learned behind %s: %w", dev, err)
-	}
-	var errs []error
-	for _, n := range neighs {
-		// The bridge's entries name it as master (the kernel sets no
-		// flag on them); the port's own (NTF_SELF) and permanent ones
-		// stay.
-		if n.LinkIndex != index || n.MasterIndex == 0 || n.Flags&netlink.NTF_SELF != 0 || n.State&(netlink.NUD_PERMANENT|netlink.NUD_NOARP) != 0 {
-			continue
+	return deleteEntries(dev, "forgetting what the bridge learned behind "+dev, func(n *netlink.Neigh) bool {
+		// The bridge's entries name it as master (the kernel sets no flag
+		// on them); the port's own (NTF_SELF) and permanent ones stay.
+		if n.MasterIndex == 0 || n.Flags&netlink.NTF_SELF != 0 || n.State&(netlink.NUD_PERMANENT|netlink.NUD_NOARP) != 0 {
+			return false
 		}
-		n.Family, n.Flags = unix.AF_BRIDGE, netlink.NTF_MASTER
-		if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("forgetting what the bridge learned behind %s: %w", dev, err)
-	}
-	return nil
+		n.Flags = netlink.NTF_MASTER
+		return true
+	})
 }
