@@ -77,6 +77,12 @@ type haSource struct {
 	appliedDown map[plan.SitePair]bool
 	// tx is the transit device's state (transit.go).
 	tx transitState
+	// drain is the bridges this gateway keeps draining after it stepped
+	// down, nil for none (bridged.go).
+	drain *drainState
+	// bridged makes the way back's changes of bridged ports (nil: the
+	// kernel's; bridged.go).
+	bridged bridgedOps
 }
 
 type haTarget struct {
@@ -360,7 +366,12 @@ func (h *haSource) monitor(ctx context.Context) {
 		if at, ok := h.state.NextRelease(now); ok && at.Sub(now) < interval {
 			release.Reset(at.Sub(now))
 		}
+		drained := h.endDrainLocked(now)
+		changed = changed || drained
 		h.mu.Unlock()
+		if drained {
+			h.logf("failover: the remote gateways moved the site: the bridges this gateway drained go (at %s)", now.Format("15:04:05.000"))
+		}
 		// Encapsulate what the far ends do not accept plain (any more),
 		// before the hello that says this gateway stepped down: a remote
 		// gateway moves the site away from it only on that word.

@@ -43,6 +43,18 @@ func (h *haSource) deliverMoving(u Update) Result {
 		return h.deliver(u)
 	}
 	h.mu.Lock()
+	// A gateway that steps down keeps its bridges, draining, until the
+	// remote gateways moved the site (bridged.go).
+	if h.applied != nil && h.applied.LAN.Active && !u.Plan.LAN.Active && len(h.applied.Bridges) > 0 && h.drain == nil {
+		h.drain = &drainState{bridges: h.applied.Bridges, since: time.Now()}
+	}
+	if u.Plan.LAN.Active {
+		h.drain = nil
+	}
+	if h.drain != nil {
+		p := withDraining(*u.Plan, h.drain.bridges)
+		u.Plan = &p
+	}
 	h.pending = u.Plan
 	if h.applied != nil {
 		h.moving = h.movingLocked(*h.applied, *u.Plan)
@@ -59,13 +71,53 @@ func (h *haSource) deliverMoving(u Update) Result {
 		}
 	}
 	down := maps.Clone(h.dec.LinksDown)
+	var lead *plan.Gateway
+	var wb wayBack
+	if released != "" {
+		wb = newWayBack(*h.applied, *u.Plan)
+		if !plan.Equal(wb.lead, *h.applied) {
+			lead = &wb.lead
+		}
+	}
 	h.mu.Unlock()
 	h.syncTransit()
 	if released != "" {
 		h.logf("failover: link %s back: %d prefixes sent straight to their site's gateway for %v, then the plan applies (at %s)", released, moving, WayBackLead, time.Now().Format("15:04:05.000"))
+		if lead != nil {
+			// The coming plan's new bridge ports, made now: the full mesh's
+			// flooding at once, kept apart from the relay tree's, whose
+			// ports stop learning; others flooding to nobody and learning
+			// nothing until the switch (bridged.go).
+			if len(wb.shapes) > 0 {
+				h.separate(wb.shapes, wb.old)
+			}
+			lu := u
+			lu.Plan, lu.Why, lu.Dataplane = lead, u.Why+" (way back: the coming plan's bridge ports made ahead)", nil
+			if res := h.deliver(lu); res.Err != nil {
+				h.logf("failover: making the coming plan's bridge ports ahead: %v", res.Err)
+			}
+			h.setLearning(wb.quiet, false)
+		}
 		time.Sleep(WayBackLead)
+		if lead != nil {
+			// The bridges switch first, alone, at the same moment at
+			// every gateway: the rest of the apply (the firewall, the
+			// tunnel's peers) takes tens of milliseconds that would
+			// otherwise come between one gateway's switch and another's.
+			su := u
+			su.Plan, su.Why, su.Dataplane = withBridgesOf(*lead, *u.Plan), u.Why+" (way back: the bridges switch first)", nil
+			if res := h.deliver(su); res.Err != nil {
+				h.logf("failover: switching the bridges first: %v", res.Err)
+			}
+			h.setLearning(wb.quiet, true)
+			h.forgetAfterSwitch(wb.quiet)
+		}
 	}
 	res := h.deliver(u)
+	if len(wb.shapes) > 0 {
+		// The tree's ports are gone: nothing left to keep apart.
+		h.separate(nil, nil)
+	}
 	h.mu.Lock()
 	h.pending, h.moving = nil, nil
 	if res.Err == nil {

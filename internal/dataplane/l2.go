@@ -41,6 +41,18 @@ import (
 // "fednet-neighbor:<network>/<host>" and a default remote; they are read as
 // fednet's and replaced by a device of this model at the next Apply.
 
+// ShapeTable is the nftables table (family bridge) that keeps a bridged
+// network's two shapes apart while a gateway holds the ports of both
+// (SeparateShapes; docs/resilience.md, "The way back of bridged
+// networks").
+const ShapeTable = "fednet-shapes"
+
+// Shapes names, for one bridged network, the full mesh's port and the
+// prefix of its relay tree's ports ("fvx200" and "fvx200-").
+type Shapes struct {
+	Mesh, TreePrefix string
+}
+
 // AliasPrefix marks the bridges and VXLAN devices fednet owns: their
 // interface alias is AliasPrefix followed by the network name.
 const AliasPrefix = "fednet:"
@@ -201,6 +213,10 @@ type (
 	aliasSet struct{ name, network string }
 	// masterSet enslaves fednet's VXLAN device dev to the bridge master.
 	masterSet struct{ dev, master string }
+	// vxlanRelease releases fednet's VXLAN device dev from its bridge: the
+	// bridge stops forwarding to and from it at once (deleting a device
+	// takes tens of milliseconds).
+	vxlanRelease struct{ dev string }
 	// portSet enslaves port, an operator's interface, to the bridge.
 	portSet struct{ port, bridge string }
 	// noMaster releases port, an operator's interface, from its bridge.
@@ -210,9 +226,14 @@ type (
 		dev string
 		dst netip.Addr
 	}
+	// fdbDel deletes the all-zero FDB entry of dev to dst and, unless
+	// keepLearned, the MAC addresses dev learned behind dst (the remote
+	// moved away). A draining bridge keeps them: it still forwards known
+	// unicast to them.
 	fdbDel struct {
-		dev string
-		dst netip.Addr
+		dev         string
+		dst         netip.Addr
+		keepLearned bool
 	}
 )
 
@@ -234,13 +255,20 @@ func (o aliasSet) change() Change {
 	return Change("ip link set " + o.name + " alias " + AliasPrefix + o.network)
 }
 func (o masterSet) change() Change { return Change("ip link set " + o.dev + " master " + o.master) }
-func (o portSet) change() Change   { return Change("ip link set " + o.port + " master " + o.bridge) }
-func (o noMaster) change() Change  { return Change("ip link set " + o.port + " nomaster") }
+func (o vxlanRelease) change() Change {
+	return Change("ip link set " + o.dev + " nomaster")
+}
+func (o portSet) change() Change  { return Change("ip link set " + o.port + " master " + o.bridge) }
+func (o noMaster) change() Change { return Change("ip link set " + o.port + " nomaster") }
 func (o fdbAppend) change() Change {
 	return Change("bridge fdb append " + zeroMAC + " dev " + o.dev + " dst " + o.dst.String())
 }
 func (o fdbDel) change() Change {
-	return Change("bridge fdb del " + zeroMAC + " dev " + o.dev + " dst " + o.dst.String())
+	c := "bridge fdb del " + zeroMAC + " dev " + o.dev + " dst " + o.dst.String()
+	if o.keepLearned {
+		c += " (draining: what it learned stays)"
+	}
+	return Change(c)
 }
 
 func (o bridgeAdd) target() tunnel.Target { return tunnel.Target{Interface: o.name, Creates: true} }
@@ -248,6 +276,9 @@ func (o vxlanAdd) target() tunnel.Target  { return tunnel.Target{Interface: o.na
 func (o l2Del) target() tunnel.Target     { return tunnel.Target{Interface: o.name, Deletes: true} }
 func (o aliasSet) target() tunnel.Target  { return tunnel.Target{Interface: o.name} }
 func (o masterSet) target() tunnel.Target { return tunnel.Target{Interface: o.dev} }
+func (o vxlanRelease) target() tunnel.Target {
+	return tunnel.Target{Interface: o.dev}
+}
 func (o portSet) target() tunnel.Target   { return tunnel.Target{Interface: o.bridge, Port: o.port} }
 func (o noMaster) target() tunnel.Target  { return tunnel.Target{Port: o.port} }
 func (o fdbAppend) target() tunnel.Target { return tunnel.Target{Interface: o.dev} }
@@ -284,6 +315,11 @@ func (o aliasSet) apply(s *State) {
 func (o masterSet) apply(s *State) {
 	if v := s.L2.vxlan(o.dev); v != nil {
 		v.Master = o.master
+	}
+}
+func (o vxlanRelease) apply(s *State) {
+	if v := s.L2.vxlan(o.dev); v != nil {
+		v.Master = ""
 	}
 }
 func (o portSet) apply(s *State) {
@@ -341,11 +377,16 @@ func (w wantedPort) fits(v VXLANState) bool {
 
 // diff returns, in order: deletions (bridges the plan no longer has, VXLAN
 // devices it no longer has or that no longer fit and are recreated), ports
-// released, then per bridge (by VNI): creation or alias of the bridge; per
+// released (a VXLAN device the plan no longer has, of a bridge it keeps, is
+// released from the bridge here and deleted last: the bridge stops
+// forwarding through it at once, and the new ports' flood entries follow
+// within a millisecond, not after a deletion's tens: see "The way back" in
+// docs/resilience.md), then per bridge (by VNI): creation or alias of the bridge; per
 // VXLAN port creation, alias, MTU and up, and enslaving; the segment port
 // enslaved; MTU and up of the bridge (after enslaving, so an MTU the kernel
 // derived from the ports is corrected); the all-zero FDB entries
-// (deletions first).
+// (deletions first; a draining bridge's ports have none and keep what
+// they learned).
 func (kernelL2) diff(cur L2State, bridges []plan.Bridge) []op {
 	want := slices.Clone(bridges)
 	slices.SortFunc(want, func(a, b plan.Bridge) int { return a.VNI - b.VNI })
@@ -364,8 +405,15 @@ func (kernelL2) diff(cur L2State, bridges []plan.Bridge) []op {
 			ops = append(ops, l2Del{name: b.Name})
 		}
 	}
+	var last []op
 	for _, v := range cur.VXLANs {
-		if w, ok := wantPort[v.Name]; !ok || !w.fits(v) {
+		w, ok := wantPort[v.Name]
+		switch {
+		case ok && w.fits(v):
+		case !ok && wantBridge[v.Master].Name != "" && !portWanted(want, v.VNI, v.UDPPort):
+			ops = append(ops, vxlanRelease{dev: v.Name})
+			last = append(last, l2Del{name: v.Name})
+		default:
 			ops = append(ops, l2Del{name: v.Name})
 		}
 	}
@@ -400,10 +448,28 @@ func (kernelL2) diff(cur L2State, bridges []plan.Bridge) []op {
 			if v := have.vxlan(p.Name); v != nil {
 				remotes = v.Remotes
 			}
-			ops = append(ops, diffRemotes(p.Name, remotes, p.Remotes)...)
+			want := p.Remotes
+			if w.Drain {
+				want = nil
+			}
+			ops = append(ops, diffRemotes(p.Name, remotes, want, w.Drain)...)
 		}
 	}
-	return ops
+	return append(ops, last...)
+}
+
+// portWanted reports whether a VXLAN port of bridges has VNI vni and UDP
+// port port (Linux allows one device per VNI and port: an old device on
+// them is deleted before the new one is made).
+func portWanted(bridges []plan.Bridge, vni, port int) bool {
+	for _, b := range bridges {
+		for _, v := range b.VXLANs {
+			if b.VNI == vni && v.UDPPort == port {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // applyL2 returns s after ops.
@@ -434,13 +500,14 @@ func diffPort(v *VXLANState, w plan.Bridge, p plan.VXLAN) []op {
 }
 
 // diffRemotes returns the FDB changes that make dev's flood entries have
-// want (deletions first).
-func diffRemotes(dev string, have, want []netip.Addr) []op {
+// want (deletions first); keepLearned keeps what dev learned behind the
+// remotes it stops flooding to.
+func diffRemotes(dev string, have, want []netip.Addr, keepLearned bool) []op {
 	var ops []op
 	want = canonicalAddrs(want)
 	for _, r := range have {
 		if !slices.Contains(want, r) {
-			ops = append(ops, fdbDel{dev: dev, dst: r})
+			ops = append(ops, fdbDel{dev: dev, dst: r, keepLearned: keepLearned})
 		}
 	}
 	for _, r := range want {

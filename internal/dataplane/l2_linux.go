@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -185,6 +186,11 @@ func (o masterSet) exec(context.Context, *linuxDataplane) (Change, error) {
 	return wrapExec(o, "enslaving "+o.dev+" to bridge "+o.master, err)
 }
 
+func (o vxlanRelease) exec(context.Context, *linuxDataplane) (Change, error) {
+	err := withLinks(func(l ...netlink.Link) error { return netlink.LinkSetNoMaster(l[0]) }, o.dev)
+	return wrapExec(o, "releasing "+o.dev+" from its bridge", err)
+}
+
 func (o portSet) exec(context.Context, *linuxDataplane) (Change, error) {
 	err := withLinks(func(l ...netlink.Link) error { return netlink.LinkSetMaster(l[0], l[1]) }, o.port, o.bridge)
 	return wrapExec(o, "enslaving port "+o.port+" to bridge "+o.bridge, err)
@@ -211,22 +217,45 @@ func (o fdbDel) exec(context.Context, *linuxDataplane) (Change, error) {
 	if errors.Is(err, unix.ENOENT) {
 		err = nil // gone already
 	}
-	if err == nil {
+	if err == nil && !o.keepLearned {
 		forgetLearned(n.LinkIndex, o.dst)
-		// The old gateway bridges on for a moment (it steps down when it
-		// hears the new one's claim and applies): its frames in flight
-		// teach the device its hosts again, and a host that only answers
-		// would stay unreachable until the entry ages out. Forget again
-		// once it has surely stopped.
-		for _, d := range reforget {
-			time.AfterFunc(d, func() { forgetLearned(n.LinkIndex, o.dst) })
-		}
+		// The old gateway bridges on, draining, for a while (ha.DrainMin
+		// to ha.DrainMax after it stepped down): frames it forwards teach
+		// the device its site's hosts again, and once it stops, a host
+		// learned behind it would stay unreachable until the entry ages
+		// out (a host that only answers, or a cycle: requests sent to the
+		// old gateway keep the site's switch sending the answers there).
+		// Forget again every reforgetEvery for reforgetFor, unless the
+		// remote is flooded to again.
+		go reforget(n.LinkIndex, o.dst)
 	}
 	return wrapExec(o, fmt.Sprintf("deleting flood entry to %s on %s", o.dst, o.dev), err)
 }
 
-// reforget are the delays after which forgetLearned runs again.
-var reforget = []time.Duration{300 * time.Millisecond, time.Second, 3 * time.Second}
+// reforgetEvery and reforgetFor: a VXLAN device forgets what it learned
+// behind a remote it no longer floods to every reforgetEvery for
+// reforgetFor (longer than a drain's longest, ha.DrainMax).
+const (
+	reforgetEvery = 100 * time.Millisecond
+	reforgetFor   = 11 * time.Second
+)
+
+// reforget runs forgetLearned(index, dst) every reforgetEvery for
+// reforgetFor, and stops early when dst is a flood remote of the device
+// again (the gateway came back: what is learned behind it is right) or
+// the device is gone.
+func reforget(index int, dst netip.Addr) {
+	t := time.NewTicker(reforgetEvery)
+	defer t.Stop()
+	for range int(reforgetFor / reforgetEvery) {
+		<-t.C
+		remotes, err := readFloodEntries(index)
+		if err != nil || slices.Contains(remotes, dst) {
+			return
+		}
+		forgetLearned(index, dst)
+	}
+}
 
 // forgetLearned deletes the MAC addresses the VXLAN device index learned
 // behind dst, a remote it no longer floods to (a site's active gateway
@@ -246,6 +275,66 @@ func forgetLearned(index int, dst netip.Addr) {
 		n.Family = unix.AF_BRIDGE
 		_ = netlink.NeighDel(&n)
 	}
+}
+
+// ForgetLearned deletes every MAC address the VXLAN device dev learned
+// (its all-zero flood entries stay): frames to those addresses flood until
+// they are learned again. The agent calls it shortly after a bridged
+// network changed shape (docs/resilience.md, "The way back"): while the
+// gateways switch, one that has not switched yet may relay a frame between
+// its old and new ports and teach the others a wrong gateway for its
+// source. A device that does not exist is no error.
+func ForgetLearned(dev string) error {
+	return deleteEntries(dev, "forgetting what "+dev+" learned", func(n *netlink.Neigh) bool {
+		return n.Flags&netlink.NTF_SELF != 0 && !isZeroMAC(n.HardwareAddr) && n.IP != nil
+	})
+}
+
+// deleteEntries deletes the bridge-family neighbor entries of dev that
+// match says to (match may set the flags the deletion needs), joining
+// the errors under what. A device that does not exist is no error.
+func deleteEntries(dev, what string, match func(*netlink.Neigh) bool) error {
+	link, err := netlink.LinkByName(dev)
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	index := link.Attrs().Index
+	neighs, err := netlink.NeighList(index, unix.AF_BRIDGE)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var errs []error
+	for _, n := range neighs {
+		if n.LinkIndex != index || !match(&n) {
+			continue
+		}
+		n.Family = unix.AF_BRIDGE
+		if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// SetPortLearning turns the bridge's learning on the bridge port dev on or
+// off. The agent turns it off on the ports it makes ahead of a way back
+// (docs/resilience.md, "The way back"): a port that learns nothing and
+// floods to nobody sends nothing, so a gateway that has not switched yet
+// never relays a frame from its old ports out of its new one. A new bridge
+// port learns (the kernel's default); Apply does not change it.
+func SetPortLearning(dev string, on bool) error {
+	err := withLinks(func(l ...netlink.Link) error { return netlink.LinkSetLearning(l[0], on) }, dev)
+	if err != nil {
+		return fmt.Errorf("setting learning %v on bridge port %s: %w", on, dev, err)
+	}
+	return nil
 }
 
 // wrapExec returns o's change and err, if any, wrapped with what.

@@ -3,10 +3,12 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,20 +169,7 @@ func TestLinuxBridgeTwoGateways(t *testing.T) {
 		bridgePhase(t, nstest.Phase())
 		return
 	}
-	a, b, ha, hb := nstest.New(t), nstest.New(t), nstest.New(t), nstest.New(t)
-	b.WireGuardDir = t.TempDir()
-	a.WireGuardDir = t.TempDir()
-	joinNamespaces(t, a, "veth-a", "192.168.77.1/24", b, "veth-b", "192.168.77.2/24")
-	for _, h := range []struct {
-		gw, host *nstest.Netns
-		n        string
-	}{{a, ha, "1"}, {b, hb, "2"}} {
-		h.gw.Exec(t, "ip", "link", "add", "eth1", "type", "veth", "peer", "name", "eth0", "netns", h.host.Name)
-		h.gw.Exec(t, "ip", "link", "set", "eth1", "up")
-		h.host.Exec(t, "ip", "link", "set", "eth0", "address", "02:00:00:00:50:0"+h.n)
-		h.host.Exec(t, "ip", "address", "add", "192.168.50."+h.n+"/24", "dev", "eth0")
-		h.host.Exec(t, "ip", "link", "set", "eth0", "up")
-	}
+	a, b, ha, _ := bridgedPair(t)
 	ka, kb := newPrivateKey(t), newPrivateKey(t)
 	env := keyEnv(ka, kb)
 	b.RunPhase(t, "b-up", env...)
@@ -203,6 +192,28 @@ func TestLinuxBridgeTwoGateways(t *testing.T) {
 	t.Logf("bridge fdb show dev fvx100 on a:\n%s", fdb)
 	a.RunPhase(t, "a-down", env...)
 	b.RunPhase(t, "b-down", env...)
+}
+
+// bridgedPair makes two gateway namespaces joined by a veth (192.168.77.1
+// and .2) and a host behind each on the bridged network's port eth1 (host
+// A 192.168.50.1, MAC 02:00:00:00:50:01; host B .2, :02).
+func bridgedPair(t *testing.T) (a, b, ha, hb *nstest.Netns) {
+	t.Helper()
+	a, b, ha, hb = nstest.New(t), nstest.New(t), nstest.New(t), nstest.New(t)
+	b.WireGuardDir = t.TempDir()
+	a.WireGuardDir = t.TempDir()
+	joinNamespaces(t, a, "veth-a", "192.168.77.1/24", b, "veth-b", "192.168.77.2/24")
+	for _, h := range []struct {
+		gw, host *nstest.Netns
+		n        string
+	}{{a, ha, "1"}, {b, hb, "2"}} {
+		h.gw.Exec(t, "ip", "link", "add", "eth1", "type", "veth", "peer", "name", "eth0", "netns", h.host.Name)
+		h.gw.Exec(t, "ip", "link", "set", "eth1", "up")
+		h.host.Exec(t, "ip", "link", "set", "eth0", "address", "02:00:00:00:50:0"+h.n)
+		h.host.Exec(t, "ip", "address", "add", "192.168.50."+h.n+"/24", "dev", "eth0")
+		h.host.Exec(t, "ip", "link", "set", "eth0", "up")
+	}
+	return a, b, ha, hb
 }
 
 func bridgePhase(t *testing.T, phase string) {
@@ -388,4 +399,176 @@ func neighborPhase(t *testing.T, phase string) {
 	default:
 		t.Fatalf("unknown phase %q", phase)
 	}
+}
+
+// TestLinuxBridgeShapeSwitch: a bridged network's two gateways move from a
+// relay tree's port (fvx100-1, its own UDP port) to the full mesh's
+// (fvx100, 4789) one after the other, as the gateways of a federation apply
+// a way back tens of milliseconds apart, with host A pinging host B every
+// 10 ms. Both first make the mesh's port ahead, flooding at once, with the
+// shapes kept apart (SeparateShapes) and the tree's port learning nothing
+// (the agent's lead): with both gateways flooding through both shapes, a
+// broadcast from host A reaches host B a bounded number of times (without
+// the separation it would go round: b takes it from the mesh into the
+// tree, a from the tree into the mesh). Then a switches (its tree port
+// goes), then b, and the pings flow at every step. Then b drains
+// (plan.Bridge.Drain): its port loses its flood entries but keeps what it
+// learned, and the pings still flow.
+//
+//	a-tree, b-tree  the tree's port on both
+//	a-lead, b-lead  + the mesh's port, flooding; shapes apart; no loop
+//	a-mesh          a in the mesh shape; pings must flow (b not switched)
+//	b-mesh          both in the mesh shape; pings must flow
+//	b-drain         b's bridge draining; pings must flow, b's port keeps
+//	                host A's MAC and has no flood entry
+//	a-down, b-down  Down
+func TestLinuxBridgeShapeSwitch(t *testing.T) {
+	if nstest.Inner(t) {
+		shapePhase(t, nstest.Phase())
+		return
+	}
+	a, b, ha, hb := bridgedPair(t)
+	ka, kb := newPrivateKey(t), newPrivateKey(t)
+	env := keyEnv(ka, kb)
+	b.RunPhase(t, "b-tree", env...)
+	a.RunPhase(t, "a-tree", env...)
+	if err := await.Poll(20*time.Second, await.NoError(func() error {
+		return exec.Command("ip", "netns", "exec", ha.Name, "ping", "-c", "1", "-W", "1", "192.168.50.2").Run()
+	})); err != nil {
+		t.Fatalf("host A does not reach host B through the tree's port: %v", err)
+	}
+	ping := nstest.StartPing(t, ha.Name, "192.168.50.2", 10*time.Millisecond)
+	// flowing waits until host A got 20 answers after the step began.
+	flowing := func(step string, since time.Time) {
+		t.Helper()
+		if err := await.Poll(10*time.Second, func() (bool, string) { return nstest.After(ping.Replies(), since) >= 20, "too few answers" }); err != nil {
+			t.Fatalf("%s: host A's pings to host B got %d answers in 10 s: frames do not flow\n%s\na:\n%s\nb:\n%s", step,
+				nstest.After(ping.Replies(), since), tail(ping.Output(), 600),
+				a.Exec(t, "bridge", "fdb", "show", "br", "fbr100"), b.Exec(t, "bridge", "fdb", "show", "br", "fbr100"))
+		}
+	}
+	for _, step := range []struct {
+		ns    *nstest.Netns
+		phase string
+	}{{a, "a-lead"}, {b, "b-lead"}, {a, "a-mesh"}, {b, "b-mesh"}, {b, "b-drain"}} {
+		since := time.Now()
+		step.ns.RunPhase(t, step.phase, env...)
+		flowing(step.phase, since)
+		var rs []nstest.Reply
+		for _, r := range ping.Replies() {
+			if r.At.After(since) {
+				rs = append(rs, r)
+			}
+		}
+		t.Logf("%s: %d pings lost, longest gap %v", step.phase, nstest.Lost(rs), nstest.LongestGap(rs))
+		if step.phase == "b-lead" {
+			noLoop(t, ha, hb)
+			// The tree's port forgot what the bridge had learned behind
+			// it and learns nothing more: unicast takes the mesh.
+			for _, gw := range []*nstest.Netns{a, b} {
+				for _, line := range strings.Split(gw.Exec(t, "bridge", "fdb", "show", "dev", "fvx100-1"), "\n") {
+					if strings.Contains(line, "master fbr100") && !strings.Contains(line, "permanent") {
+						t.Errorf("%s: the bridge still has an entry behind the tree's port: %s", gw.Name, line)
+					}
+				}
+			}
+		}
+	}
+	fdb := b.Exec(t, "bridge", "fdb", "show", "dev", "fvx100")
+	if strings.Contains(fdb, "00:00:00:00:00:00") {
+		t.Errorf("b's draining port still floods:\n%s", fdb)
+	}
+	if !strings.Contains(fdb, "02:00:00:00:50:01 dst 10.255.0.1") {
+		t.Errorf("b's draining port forgot host A's MAC behind a:\n%s", fdb)
+	}
+	ping.Stop()
+	rs := ping.Replies()
+	t.Logf("%d answers, %d pings lost between the first and the last, longest gap %v", len(rs), nstest.Lost(rs), nstest.LongestGap(rs))
+	a.RunPhase(t, "a-down", env...)
+	b.RunPhase(t, "b-down", env...)
+}
+
+func shapePhase(t *testing.T, phase string) {
+	ka, kb := keysFromEnv(t)
+	pa, pb := twoGatewayPlans(ka, kb)
+	tree := plan.RelayPortBase + 1
+	port := func(name string, udp int, self, other string) plan.VXLAN {
+		return plan.VXLAN{Name: name, Kind: plan.ToGateways, Local: netip.MustParseAddr(self), Remotes: addrs(other), UDPPort: udp, To: "members"}
+	}
+	shape := func(p *plan.Gateway, self, other string, which string) {
+		b := plan.Bridge{Network: "lan", VNI: 100, Name: "fbr100", Port: "eth1", MTU: 1370}
+		switch which {
+		case "tree":
+			b.VXLANs = []plan.VXLAN{port("fvx100-1", tree, self, other)}
+		case "lead":
+			b.VXLANs = []plan.VXLAN{port("fvx100", plan.VXLANPort, self, other), port("fvx100-1", tree, self, other)}
+		case "mesh", "drain", "down":
+			b.VXLANs = []plan.VXLAN{port("fvx100", plan.VXLANPort, self, other)}
+			b.Drain = which == "drain"
+		}
+		p.Bridges = []plan.Bridge{b}
+		p.Firewall.TunnelPorts = []int{}
+		for _, v := range b.VXLANs {
+			p.Firewall.TunnelPorts = append(p.Firewall.TunnelPorts, v.UDPPort)
+		}
+		slices.Sort(p.Firewall.TunnelPorts)
+	}
+	_, which, _ := strings.Cut(phase, "-")
+	shape(&pa, "10.255.0.1", "10.255.0.2", which)
+	shape(&pb, "10.255.0.2", "10.255.0.1", which)
+	d, p := phaseDataplane(t, phase, ka, kb, pa, pb)
+	ctx := context.Background()
+	switch which {
+	case "tree", "lead", "mesh", "drain":
+		if which == "lead" {
+			// The agent's lead: the shapes kept apart, the tree's port
+			// learning nothing, before the mesh's port floods.
+			if err := SeparateShapes([]Shapes{{Mesh: "fvx100", TreePrefix: "fvx100-"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(SetPortLearning("fvx100-1", false), ForgetPort("fvx100-1")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		changes, err := d.Apply(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("changes:\n%s", render(changes))
+		if which == "mesh" {
+			if _, err := netlink.LinkByName("fvx100-1"); err == nil {
+				t.Errorf("the tree's port fvx100-1 is still there in the mesh shape")
+			}
+			if err := SeparateShapes(nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	case "down":
+		if _, err := d.Down(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("unknown phase %q", phase)
+	}
+}
+
+// noLoop sends one broadcast from host ha and checks, for a second, that
+// host hb receives a bounded number of packets: a broadcast going round
+// between two gateways arrives again and again.
+func noLoop(t *testing.T, ha, hb *nstest.Netns) {
+	t.Helper()
+	rx := func() int {
+		n, err := strconv.Atoi(strings.TrimSpace(hb.Exec(t, "cat", "/sys/class/net/eth0/statistics/rx_packets")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := rx()
+	// A broadcast ping: every bridge floods it through every port.
+	_ = exec.Command("ip", "netns", "exec", ha.Name, "ping", "-b", "-c", "1", "-W", "1", "192.168.50.255").Run()
+	await.Holds(t, time.Second, 50*time.Millisecond, func() (bool, string) {
+		got := rx() - before
+		return got < 500, fmt.Sprintf("host B received %d packets after one broadcast: a loop", got)
+	})
 }

@@ -14,3 +14,15 @@ func SyncTransit(c TransitConfig) ([]Change, error) {
 
 // DownTransit does nothing off Linux.
 func DownTransit() error { return nil }
+
+// ForgetLearned does nothing off Linux.
+func ForgetLearned(dev string) error { return nil }
+
+// SetPortLearning does nothing off Linux.
+func SetPortLearning(dev string, on bool) error { return nil }
+
+// SeparateShapes does nothing off Linux.
+func SeparateShapes(shapes []Shapes) error { return nil }
+
+// ForgetPort does nothing off Linux.
+func ForgetPort(dev string) error { return nil }

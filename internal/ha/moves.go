@@ -2,6 +2,7 @@ package ha
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -159,4 +160,40 @@ func (s *State) remoteActive(site, g string, now time.Time) string {
 	}
 	s.remote[site] = rc
 	return rc.active
+}
+
+// The bridged handover (docs/resilience.md, "The bridged handover"). A
+// gateway that steps down keeps its site's bridges for a while, draining:
+// remote gateways send the site's frames to it until they moved the site to
+// the new active gateway, and their VXLAN ports, which forget what they
+// learned behind it when they move, keep forgetting for longer than
+// DrainMax (dataplane's reforget); frames it forwards meanwhile (a host's
+// answer the site's switch still sends its way) must not find it gone. So it drains until every remote gateway that
+// answers says (Entry.Sends) it sends the site elsewhere, and at least
+// DrainMin, at most DrainMax.
+const (
+	// DrainMin leaves the remote ports time to move and to forget, more
+	// than once, what they learned behind this gateway.
+	DrainMin = 3500 * time.Millisecond
+	// DrainMax ends a drain whatever the remote gateways say (one that
+	// never announces, or an older agent).
+	DrainMax = 10 * time.Second
+)
+
+// DrainOver reports whether this gateway, draining its bridges since it
+// stepped down at since, may let them go at now, and names the remote
+// gateways that answer and still send its site to it (sorted).
+func (s *State) DrainOver(since, now time.Time) (bool, []string) {
+	var waiting []string
+	for g, e := range s.entries {
+		if s.siteOf[g] == "" || s.siteOf[g] == s.site || e.Sends == nil {
+			continue
+		}
+		if e.Sends[s.site] == s.cfg.Self && s.answering(s.tunnel[g], now) {
+			waiting = append(waiting, g)
+		}
+	}
+	slices.Sort(waiting)
+	d := now.Sub(since)
+	return d >= DrainMax || d >= DrainMin && len(waiting) == 0, waiting
 }

@@ -2,6 +2,7 @@ package ha
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -241,4 +242,60 @@ func TestActiveStepsDownOnceTheNewOneHolds(t *testing.T) {
 	s.named = "onprem-gw1"
 	s.run(DefaultHoldDown)
 	s.wantActive("onprem-gw1")
+}
+
+// TestDrainOver: onprem-gw1, which stepped down, drains its bridges until
+// every remote gateway that answers sends the lab site elsewhere, and at
+// least DrainMin; a remote gateway that stops answering, or DrainMax, ends
+// the wait.
+func TestDrainOver(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	st := s.states["onprem-gw1"]
+	since := s.now
+	hello := func(g, site, to string, at time.Time) {
+		st.Receive(Hello{From: g, Entries: []Entry{{Gateway: g, Site: site, Seq: at.UnixNano() + 1, Sends: map[string]string{"lab": to}}}}, at)
+	}
+	at := func(d time.Duration) time.Time { return since.Add(d) }
+	answer := func(g string, d time.Duration) { st.Answered(g, false, at(d)) }
+	for _, g := range []string{"aws-gw", "azure-gw", "gcp-gw"} {
+		answer(g, 0)
+	}
+	hello("aws-gw", "aws-eu", "onprem-gw1", at(0))
+	hello("azure-gw", "azure-we", "onprem-gw1", at(0))
+	hello("gcp-gw", "gcp-ew", "onprem-gw2", at(0))
+	over, waiting := st.DrainOver(since, at(100*time.Millisecond))
+	if over || !slices.Equal(waiting, []string{"aws-gw", "azure-gw"}) {
+		t.Errorf("at once: over %v, waiting for %v; want not over, waiting for aws-gw and azure-gw", over, waiting)
+	}
+	// Both move; the drain still lasts DrainMin.
+	hello("aws-gw", "aws-eu", "onprem-gw2", at(200*time.Millisecond))
+	hello("azure-gw", "azure-we", "onprem-gw2", at(200*time.Millisecond))
+	for _, g := range []string{"aws-gw", "azure-gw"} {
+		answer(g, 200*time.Millisecond)
+	}
+	if over, waiting := st.DrainOver(since, at(250*time.Millisecond)); over || len(waiting) != 0 {
+		t.Errorf("once every remote moved, before DrainMin: over %v, waiting for %v; want not over, nobody", over, waiting)
+	}
+	if over, _ := st.DrainOver(since, at(DrainMin)); !over {
+		t.Error("not over at DrainMin with every remote moved")
+	}
+	// A remote that still sends the site here holds the drain while it
+	// answers, not once it is silent, and never past DrainMax.
+	hello("azure-gw", "azure-we", "onprem-gw1", at(300*time.Millisecond))
+	for d := 300 * time.Millisecond; d <= DrainMin; d += DefaultInterval {
+		answer("azure-gw", d)
+	}
+	if over, waiting := st.DrainOver(since, at(DrainMin)); over || !slices.Equal(waiting, []string{"azure-gw"}) {
+		t.Errorf("azure-gw answers and sends lab here: over %v, waiting for %v; want not over, azure-gw", over, waiting)
+	}
+	if over, _ := st.DrainOver(since, at(DrainMin+2*time.Second)); !over {
+		t.Error("not over 2 s after azure-gw fell silent")
+	}
+	for d := DrainMin; d <= DrainMax; d += DefaultInterval {
+		answer("azure-gw", d)
+	}
+	if over, _ := st.DrainOver(since, at(DrainMax)); !over {
+		t.Error("not over at DrainMax")
+	}
 }

@@ -193,6 +193,13 @@ type Bridge struct {
 	MTUReason string `json:"mtuReason,omitempty"`
 	// VXLANs are the bridge's VXLAN ports, sorted by name.
 	VXLANs []VXLAN `json:"vxlans"`
+	// Drain is set by the agent, never by the planner, on the bridge a
+	// gateway keeps for a moment after it stepped down as its site's
+	// active gateway (docs/resilience.md, "The bridged handover"): the
+	// bridge forwards on what still reaches it, but its ports flood to
+	// nobody (no flood entries) and keep what they learned, so the site's
+	// broadcasts go out through the new active gateway alone.
+	Drain bool `json:"drain,omitempty"`
 }
 
 // Ports returns the VXLAN ports of b of kind k, in b's order.
