@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -276,4 +277,27 @@ func TestWayBackQuietPorts(t *testing.T) {
 func bridgePorts(p plan.Gateway) []string {
 	b, _ := bridge(p, "fbr200")
 	return portNames(b)
+}
+
+// TestStartEndsALeftSeparation: an agent killed during a bridged way back's
+// lead leaves the shapes' separation (an nftables table) behind; the next
+// agent removes it before it puts any plan in force.
+func TestStartEndsALeftSeparation(t *testing.T) {
+	plans := haPlans(t)
+	p := plans["aws-gw"]
+	applied := 0
+	ops := &recordedOps{plans: func() int { return applied }}
+	inner := funcSource(func(ctx context.Context, d Deliver) error {
+		d(Update{Plan: &p, Why: "test"})
+		return nil
+	})
+	h := newHASource(inner, HAConfig{}, nil, t.Logf).(*haSource)
+	h.quiet = true // no echo or hello may leave the test's namespace
+	h.bridged = ops
+	if err := h.Run(context.Background(), func(u Update) Result { applied++; return Result{} }); err != nil {
+		t.Fatal(err)
+	}
+	if log := ops.Log(); len(log) == 0 || log[0] != "separate [] after 0 plans" || applied == 0 {
+		t.Errorf("bridged ops %q, %d plans applied; want the separation removed first", log, applied)
+	}
 }

@@ -105,6 +105,14 @@ func (h *haSource) Run(ctx context.Context, deliver Deliver) error {
 	h.mu.Lock()
 	h.deliver = deliver
 	h.mu.Unlock()
+	// A way back cut short by this agent's end (killed during its lead)
+	// may have left the bridged shapes' separation behind: none is in
+	// force when an agent starts.
+	if ops := h.l2(); ops != nil {
+		if err := ops.SeparateShapes(nil); err != nil {
+			h.logf("failover: %v", err)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -169,8 +169,9 @@ func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, er
 	}
 	ops, downErr := down(cur, d.reg, kernelL2{})
 	changes, vipErr := releaseVirtual(p)
-	// The transit device (transit.go), which the agent's failover makes.
-	errs := []error{downErr, vipErr, DownTransit()}
+	// The transit device (transit.go) and the bridged shapes' separation
+	// (shapes_linux.go), which the agent's failover makes.
+	errs := []error{downErr, vipErr, DownTransit(), SeparateShapes(nil)}
 	for _, o := range ops {
 		c, err := o.(linuxOp).exec(ctx, d)
 		if err != nil {
