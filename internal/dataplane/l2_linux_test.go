@@ -542,6 +542,13 @@ func shapePhase(t *testing.T, phase string) {
 			if err := SeparateShapes(nil); err != nil {
 				t.Fatal(err)
 			}
+			if out := sh(t, "nft list tables"); strings.Contains(out, ShapeTable) {
+				t.Errorf("the separation is still there after SeparateShapes(nil):\n%s", out)
+			}
+			// Again, with no table left (an agent starting, Down): no error.
+			if err := SeparateShapes(nil); err != nil {
+				t.Errorf("SeparateShapes(nil) without a table: %v", err)
+			}
 		}
 	case "down":
 		if _, err := d.Down(ctx, p); err != nil {

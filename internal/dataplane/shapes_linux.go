@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -22,25 +23,37 @@ func SeparateShapes(shapes []Shapes) error {
 		return fmt.Errorf("separating bridged shapes: %w", err)
 	}
 	t := &nftables.Table{Family: nftables.TableFamilyBridge, Name: ShapeTable}
+	if len(shapes) == 0 {
+		// Nothing to keep apart: delete the table if there is one. A
+		// kernel that cannot list bridge-family tables has none of ours
+		// (an agent starting, or Down, must not fail on it).
+		tables, err := c.ListTablesOfFamily(nftables.TableFamilyBridge)
+		if err != nil || !slices.ContainsFunc(tables, func(x *nftables.Table) bool { return x.Name == ShapeTable }) {
+			return nil
+		}
+		c.DelTable(t)
+		if err := c.Flush(); err != nil {
+			return fmt.Errorf("removing the bridged shapes' separation (table bridge %s): %w", ShapeTable, err)
+		}
+		return nil
+	}
 	// Delete and rebuild in one transaction (deleting a table that does
 	// not exist fails the batch, so add it first: adding is idempotent).
 	c.AddTable(t)
 	c.DelTable(t)
-	if len(shapes) > 0 {
-		c.AddTable(t)
-		ch := c.AddChain(&nftables.Chain{Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
-			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
-		for _, s := range shapes {
-			for _, dir := range [][2][]byte{{ifname(s.Mesh), []byte(s.TreePrefix)}, {[]byte(s.TreePrefix), ifname(s.Mesh)}} {
-				c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
-					&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: dir[0]},
-					&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-					&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: dir[1]},
-					&expr.Counter{},
-					&expr.Verdict{Kind: expr.VerdictDrop},
-				}})
-			}
+	c.AddTable(t)
+	ch := c.AddChain(&nftables.Chain{Name: "forward", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
+	for _, s := range shapes {
+		for _, dir := range [][2][]byte{{ifname(s.Mesh), []byte(s.TreePrefix)}, {[]byte(s.TreePrefix), ifname(s.Mesh)}} {
+			c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: dir[0]},
+				&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: dir[1]},
+				&expr.Counter{},
+				&expr.Verdict{Kind: expr.VerdictDrop},
+			}})
 		}
 	}
 	if err := c.Flush(); err != nil {
