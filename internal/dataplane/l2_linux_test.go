@@ -432,9 +432,7 @@ func TestLinuxBridgeShapeSwitch(t *testing.T) {
 	env := keyEnv(ka, kb)
 	b.RunPhase(t, "b-tree", env...)
 	a.RunPhase(t, "a-tree", env...)
-	if err := await.Poll(20*time.Second, await.NoError(func() error {
-		return exec.Command("ip", "netns", "exec", ha.Name, "ping", "-c", "1", "-W", "1", "192.168.50.2").Run()
-	})); err != nil {
+	if err := await.Poll(20*time.Second, await.NoError(func() error { return pingOnce(ha, "192.168.50.2") })); err != nil {
 		t.Fatalf("host A does not reach host B through the tree's port: %v", err)
 	}
 	ping := nstest.StartPing(t, ha.Name, "192.168.50.2", 10*time.Millisecond)

@@ -51,21 +51,18 @@ func TestTransitPassesTheSourceCheck(t *testing.T) {
 	env := keyEnv(ka, kb)
 	b.RunPhase(t, "b-up", env...)
 	a.RunPhase(t, "a-up", env...)
-	ping := func(ns *nstest.Netns, addr string) error {
-		return exec.Command("ip", "netns", "exec", ns.Name, "ping", "-c", "1", "-W", "1", addr).Run()
-	}
 	// The tunnel works: a's transit address answers b.
-	if err := await.Poll(20*time.Second, await.NoError(func() error { return ping(b, "10.255.0.1") })); err != nil {
+	if err := await.Poll(20*time.Second, await.NoError(func() error { return pingOnce(b, "10.255.0.1") })); err != nil {
 		t.Fatalf("b does not reach a's transit address through the tunnel: %v", err)
 	}
 	// Plain: dropped by b's source check.
 	for range 3 {
-		if ping(ha, "10.2.0.2") == nil {
+		if pingOnce(ha, "10.2.0.2") == nil {
 			t.Fatal("host a reached host b with a sending plain: b's source check should drop 10.1.0.2 from a")
 		}
 	}
 	a.RunPhase(t, "a-encap", env...)
-	if err := await.Poll(10*time.Second, await.NoError(func() error { return ping(ha, "10.2.0.2") })); err != nil {
+	if err := await.Poll(10*time.Second, await.NoError(func() error { return pingOnce(ha, "10.2.0.2") })); err != nil {
 		t.Fatalf("host a does not reach host b with a sending through its transit device: %v", err)
 	}
 	if got := a.Exec(t, "ip", "route", "show", "table", "51825"); !strings.Contains(got, "10.2.0.0/24 via 10.255.0.2 dev fednet-tx") {
@@ -78,7 +75,7 @@ func TestTransitPassesTheSourceCheck(t *testing.T) {
 	}
 	a.RunPhase(t, "a-plain", env...)
 	for range 3 {
-		if ping(ha, "10.2.0.2") == nil {
+		if pingOnce(ha, "10.2.0.2") == nil {
 			t.Fatal("host a reached host b after a went back to plain: the transit routes were not removed")
 		}
 	}
@@ -88,7 +85,7 @@ func TestTransitPassesTheSourceCheck(t *testing.T) {
 	// back to its source leaves by the tunnel, not by the transit device.
 	b.RunPhase(t, "b-plain", env...)
 	a.RunPhase(t, "a-encap", env...)
-	if err := await.Poll(10*time.Second, await.NoError(func() error { return ping(ha, "10.2.0.2") })); err != nil {
+	if err := await.Poll(10*time.Second, await.NoError(func() error { return pingOnce(ha, "10.2.0.2") })); err != nil {
 		t.Fatalf("host a does not reach host b encapsulated while b answers plain (b's reverse-path check drops what its transit device unwraps?): %v", err)
 	}
 	a.RunPhase(t, "a-plain", env...)
@@ -180,4 +177,10 @@ func phaseDataplane(t *testing.T, phase string, ka, kb plan.Key, pa, pb plan.Gat
 		t.Fatal(err)
 	}
 	return d, p
+}
+
+// pingOnce sends one ping from namespace ns to addr and waits a second for
+// the answer.
+func pingOnce(ns *nstest.Netns, addr string) error {
+	return exec.Command("ip", "netns", "exec", ns.Name, "ping", "-c", "1", "-W", "1", addr).Run()
 }
