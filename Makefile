@@ -58,14 +58,16 @@ check:
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+# Each target through .ci/fuzz, which runs a target again only when Go's
+# fuzz coordinator failed it on its own deadline race (go.dev/issue/75804).
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./internal/spec
-	$(GO) test -run='^$$' -fuzz=FuzzPlanOwnership -fuzztime=$(FUZZTIME) ./internal/dataplane
-	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./internal/probe
-	$(GO) test -run='^$$' -fuzz='^FuzzParseJoinToken$$' -fuzztime=$(FUZZTIME) ./internal/api
-	$(GO) test -run='^$$' -fuzz=FuzzReadFrame -fuzztime=$(FUZZTIME) ./internal/wgdev/fallback
-	$(GO) test -run='^$$' -fuzz='^FuzzSplit$$' -fuzztime=$(FUZZTIME) ./internal/offload
-	$(GO) test -run='^$$' -fuzz='^FuzzCoalesce$$' -fuzztime=$(FUZZTIME) ./internal/offload
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash .ci/fuzz ./internal/spec FuzzParse
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash .ci/fuzz ./internal/dataplane FuzzPlanOwnership
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash .ci/fuzz ./internal/probe FuzzDecode
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash .ci/fuzz ./internal/api FuzzParseJoinToken
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash .ci/fuzz ./internal/wgdev/fallback FuzzReadFrame
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash .ci/fuzz ./internal/offload FuzzSplit
+	GO=$(GO) FUZZTIME=$(FUZZTIME) bash .ci/fuzz ./internal/offload FuzzCoalesce
 
 test: deps build check unit fuzz
 
