@@ -105,13 +105,6 @@ func (h *haSource) forgetAfterSwitch(ports []string) {
 	}
 }
 
-// setLearning turns the bridge's learning on ports on or off.
-func (h *haSource) setLearning(ports []string, on bool) {
-	if ops := h.l2(); ops != nil {
-		h.each(ports, func(p string) error { return ops.SetPortLearning(p, on) })
-	}
-}
-
 // separate keeps shapes apart (nil: no more) and, when it starts, makes
 // the bridge forget and stop learning behind the old shape's ports: from
 // then on its unicast goes through the new shape, and the old one only
@@ -209,10 +202,17 @@ func newWayBack(applied, next plan.Gateway) wayBack {
 				w.shapes = append(w.shapes, dataplane.Shapes{Mesh: v.Name, TreePrefix: v.Name + "-"})
 				w.old = append(w.old, old...)
 				v.Remotes = slices.Clone(v.Remotes)
+				b.VXLANs = slices.Clone(b.VXLANs)
+				for j := range b.VXLANs {
+					if slices.Contains(old, b.VXLANs[j].Name) {
+						b.VXLANs[j].NoLearning = true
+					}
+				}
 			} else {
 				v.Remotes = []netip.Addr{}
 				w.quiet = append(w.quiet, v.Name)
 			}
+			v.NoLearning = true
 			added = append(added, v)
 		}
 		if len(added) == 0 {

@@ -85,9 +85,9 @@ func (h *haSource) deliverMoving(u Update) Result {
 		h.logf("failover: link %s back: %d prefixes sent straight to their site's gateway for %v, then the plan applies (at %s)", released, moving, WayBackLead, time.Now().Format("15:04:05.000"))
 		if lead != nil {
 			// The coming plan's new bridge ports, made now: the full mesh's
-			// flooding at once, kept apart from the relay tree's, whose
-			// ports stop learning; others flooding to nobody and learning
-			// nothing until the switch (bridged.go).
+			// flooding at once, kept apart from the relay tree's; others
+			// flooding to nobody; the bridge learning behind none of them,
+			// nor behind the tree's ports, until the switch (bridged.go).
 			if len(wb.shapes) > 0 {
 				h.separate(wb.shapes, wb.old)
 			}
@@ -96,7 +96,6 @@ func (h *haSource) deliverMoving(u Update) Result {
 			if res := h.deliver(lu); res.Err != nil {
 				h.logf("failover: making the coming plan's bridge ports ahead: %v", res.Err)
 			}
-			h.setLearning(wb.quiet, false)
 		}
 		time.Sleep(WayBackLead)
 		if lead != nil {
@@ -109,7 +108,6 @@ func (h *haSource) deliverMoving(u Update) Result {
 			if res := h.deliver(su); res.Err != nil {
 				h.logf("failover: switching the bridges first: %v", res.Err)
 			}
-			h.setLearning(wb.quiet, true)
 			h.forgetAfterSwitch(wb.quiet)
 		}
 	}

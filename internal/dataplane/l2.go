@@ -113,6 +113,10 @@ type VXLANState struct {
 	Learning bool
 	// Master is the bridge the device is enslaved to, "" for none.
 	Master string
+	// NoLearning: the bridge learns nothing behind the device (its port
+	// flag learning is off; plan.VXLAN.NoLearning). Only an enslaved
+	// device has the flag; a new port learns.
+	NoLearning bool
 	// Remotes are the destinations of the device's all-zero FDB entries
 	// (head-end replication), sorted. Learned entries and the bridge's own
 	// entries are not listed.
@@ -158,6 +162,9 @@ func (s L2State) render(b *strings.Builder) {
 			v.Name, v.Network, v.VNI, v.Local, v.UDPPort, v.MTU, v.Up, v.Learning, orNone(v.Master), tunnel.Join(v.Remotes))
 		if v.DefaultRemote.IsValid() {
 			fmt.Fprintf(b, " default-remote %s", v.DefaultRemote)
+		}
+		if v.NoLearning {
+			b.WriteString(" port-nolearning")
 		}
 		b.WriteString("\n")
 	}
@@ -213,6 +220,12 @@ type (
 	aliasSet struct{ name, network string }
 	// masterSet enslaves fednet's VXLAN device dev to the bridge master.
 	masterSet struct{ dev, master string }
+	// portLearning turns the bridge's learning behind fednet's VXLAN
+	// device dev, a port of a bridge, on or off.
+	portLearning struct {
+		dev string
+		on  bool
+	}
 	// vxlanRelease releases fednet's VXLAN device dev from its bridge: the
 	// bridge stops forwarding to and from it at once (deleting a device
 	// takes tens of milliseconds).
@@ -239,6 +252,14 @@ type (
 
 const zeroMAC = "00:00:00:00:00:00"
 
+// onOff renders a flag as iproute2 does.
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
 // The kernel ignores an alias given when a link is created, so creating
 // renders as two commands; the Linux dataplane deletes the new link when
 // setting its alias fails, so no unmarked link is left behind.
@@ -255,6 +276,9 @@ func (o aliasSet) change() Change {
 	return Change("ip link set " + o.name + " alias " + AliasPrefix + o.network)
 }
 func (o masterSet) change() Change { return Change("ip link set " + o.dev + " master " + o.master) }
+func (o portLearning) change() Change {
+	return Change("bridge link set dev " + o.dev + " learning " + onOff(o.on))
+}
 func (o vxlanRelease) change() Change {
 	return Change("ip link set " + o.dev + " nomaster")
 }
@@ -276,6 +300,9 @@ func (o vxlanAdd) target() tunnel.Target  { return tunnel.Target{Interface: o.na
 func (o l2Del) target() tunnel.Target     { return tunnel.Target{Interface: o.name, Deletes: true} }
 func (o aliasSet) target() tunnel.Target  { return tunnel.Target{Interface: o.name} }
 func (o masterSet) target() tunnel.Target { return tunnel.Target{Interface: o.dev} }
+func (o portLearning) target() tunnel.Target {
+	return tunnel.Target{Interface: o.dev}
+}
 func (o vxlanRelease) target() tunnel.Target {
 	return tunnel.Target{Interface: o.dev}
 }
@@ -314,12 +341,17 @@ func (o aliasSet) apply(s *State) {
 }
 func (o masterSet) apply(s *State) {
 	if v := s.L2.vxlan(o.dev); v != nil {
-		v.Master = o.master
+		v.Master, v.NoLearning = o.master, false
+	}
+}
+func (o portLearning) apply(s *State) {
+	if v := s.L2.vxlan(o.dev); v != nil {
+		v.NoLearning = !o.on
 	}
 }
 func (o vxlanRelease) apply(s *State) {
 	if v := s.L2.vxlan(o.dev); v != nil {
-		v.Master = ""
+		v.Master, v.NoLearning = "", false
 	}
 }
 func (o portSet) apply(s *State) {
@@ -382,7 +414,8 @@ func (w wantedPort) fits(v VXLANState) bool {
 // forwarding through it at once, and the new ports' flood entries follow
 // within a millisecond, not after a deletion's tens: see "The way back" in
 // docs/resilience.md), then per bridge (by VNI): creation or alias of the bridge; per
-// VXLAN port creation, alias, MTU and up, and enslaving; the segment port
+// VXLAN port creation, alias, MTU and up, enslaving and the port's learning
+// (plan.VXLAN.NoLearning); the segment port
 // enslaved; MTU and up of the bridge (after enslaving, so an MTU the kernel
 // derived from the ports is corrected); the all-zero FDB entries
 // (deletions first; a draining bridge's ports have none and keep what
@@ -493,8 +526,14 @@ func diffPort(v *VXLANState, w plan.Bridge, p plan.VXLAN) []op {
 		ops = append(ops, aliasSet{name: p.Name, network: w.Network})
 	}
 	ops = append(ops, setLink(p.Name, v.MTU, v.Up, w.MTU)...)
+	noLearning := v.NoLearning
 	if v.Master != w.Name {
+		// A port enslaved anew learns (the kernel's default).
 		ops = append(ops, masterSet{dev: p.Name, master: w.Name})
+		noLearning = false
+	}
+	if noLearning != p.NoLearning {
+		ops = append(ops, portLearning{dev: p.Name, on: !p.NoLearning})
 	}
 	return ops
 }

@@ -48,6 +48,13 @@ func readL2(links []netlink.Link, names map[int]string) (L2State, map[int]bool, 
 				return s, nil, fmt.Errorf("reading the FDB of %s: %w", a.Name, err)
 			}
 			v.Remotes = remotes
+			if v.Master != "" {
+				pi, err := netlink.LinkGetProtinfo(l)
+				if err != nil {
+					return s, nil, fmt.Errorf("reading the bridge port flags of %s: %w", a.Name, err)
+				}
+				v.NoLearning = !pi.Learning
+			}
 			s.VXLANs = append(s.VXLANs, v)
 		default:
 			continue
@@ -184,6 +191,11 @@ func (o aliasSet) exec(context.Context, *linuxDataplane) (Change, error) {
 func (o masterSet) exec(context.Context, *linuxDataplane) (Change, error) {
 	err := withLinks(func(l ...netlink.Link) error { return netlink.LinkSetMaster(l[0], l[1]) }, o.dev, o.master)
 	return wrapExec(o, "enslaving "+o.dev+" to bridge "+o.master, err)
+}
+
+func (o portLearning) exec(context.Context, *linuxDataplane) (Change, error) {
+	err := withLinks(func(l ...netlink.Link) error { return netlink.LinkSetLearning(l[0], o.on) }, o.dev)
+	return wrapExec(o, "turning learning "+onOff(o.on)+" on bridge port "+o.dev, err)
 }
 
 func (o vxlanRelease) exec(context.Context, *linuxDataplane) (Change, error) {

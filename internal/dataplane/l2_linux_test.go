@@ -462,13 +462,27 @@ func TestLinuxBridgeShapeSwitch(t *testing.T) {
 		if step.phase == "b-lead" {
 			noLoop(t, ha, hb)
 			// The tree's port forgot what the bridge had learned behind
-			// it and learns nothing more: unicast takes the mesh.
+			// it, and neither shape's port learns: every frame to a host
+			// behind the other gateway floods through both shapes (a
+			// relay that learned a host behind the mesh's port would
+			// send the tree's frames to it there, where the separation
+			// drops them).
 			for _, gw := range []*nstest.Netns{a, b} {
-				for _, line := range strings.Split(gw.Exec(t, "bridge", "fdb", "show", "dev", "fvx100-1"), "\n") {
-					if strings.Contains(line, "master fbr100") && !strings.Contains(line, "permanent") {
-						t.Errorf("%s: the bridge still has an entry behind the tree's port: %s", gw.Name, line)
+				for _, dev := range []string{"fvx100-1", "fvx100"} {
+					if l := learned(t, gw, dev); len(l) > 0 {
+						t.Errorf("%s: during the lead the bridge has entries behind %s: %s", gw.Name, dev, strings.Join(l, "; "))
 					}
 				}
+			}
+		}
+		if step.phase == "b-mesh" {
+			// The switch turned learning on behind the mesh's port.
+			if err := await.Poll(5*time.Second, func() (bool, string) {
+				l := learned(t, b, "fvx100")
+				return slices.ContainsFunc(l, func(e string) bool { return strings.HasPrefix(e, "02:00:00:00:50:01 ") }),
+					fmt.Sprintf("b's bridge learned %q behind fvx100, not host A", l)
+			}); err != nil {
+				t.Error(err)
 			}
 		}
 	}
@@ -486,6 +500,19 @@ func TestLinuxBridgeShapeSwitch(t *testing.T) {
 	b.RunPhase(t, "b-down", env...)
 }
 
+// learned returns the entries gw's bridge fbr100 learned behind its port
+// dev ("MAC master fbr100 ...", permanent ones left out).
+func learned(t *testing.T, gw *nstest.Netns, dev string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(gw.Exec(t, "bridge", "fdb", "show", "dev", dev), "\n") {
+		if strings.Contains(line, "master fbr100") && !strings.Contains(line, "permanent") {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return out
+}
+
 func shapePhase(t *testing.T, phase string) {
 	ka, kb := keysFromEnv(t)
 	pa, pb := twoGatewayPlans(ka, kb)
@@ -499,7 +526,9 @@ func shapePhase(t *testing.T, phase string) {
 		case "tree":
 			b.VXLANs = []plan.VXLAN{port("fvx100-1", tree, self, other)}
 		case "lead":
+			// The agent's lead: the bridge learns behind neither shape.
 			b.VXLANs = []plan.VXLAN{port("fvx100", plan.VXLANPort, self, other), port("fvx100-1", tree, self, other)}
+			b.VXLANs[0].NoLearning, b.VXLANs[1].NoLearning = true, true
 		case "mesh", "drain", "down":
 			b.VXLANs = []plan.VXLAN{port("fvx100", plan.VXLANPort, self, other)}
 			b.Drain = which == "drain"

@@ -46,6 +46,18 @@ func twoBridged() plan.Gateway {
 	return p
 }
 
+// tree returns the bridged plan with lan relayed along a tree: one device
+// per neighbor.
+func tree() plan.Gateway {
+	p := bridged()
+	local := p.Bridges[0].VXLANs[0].Local
+	p.Bridges[0].VXLANs = []plan.VXLAN{
+		{Name: "fvx100-0", Kind: plan.ToGateways, Local: local, Remotes: addrs("10.255.0.2"), UDPPort: 4790, To: "b"},
+		{Name: "fvx100-1", Kind: plan.ToGateways, Local: local, Remotes: addrs("10.255.0.3"), UDPPort: 4791, To: "c"},
+	}
+	return p
+}
+
 // Steps of a bridged network's life; each changes one thing.
 var bridgePlans = map[string]func() plan.Gateway{
 	"1-add": bridged,
@@ -77,12 +89,13 @@ var bridgePlans = map[string]func() plan.Gateway{
 		return p
 	},
 	"8-none": planA,
-	"9-tree": func() plan.Gateway { // lan relays along a tree: one device per neighbor
-		p := bridged()
-		local := p.Bridges[0].VXLANs[0].Local
-		p.Bridges[0].VXLANs = []plan.VXLAN{
-			{Name: "fvx100-0", Kind: plan.ToGateways, Local: local, Remotes: addrs("10.255.0.2"), UDPPort: 4790, To: "b"},
-			{Name: "fvx100-1", Kind: plan.ToGateways, Local: local, Remotes: addrs("10.255.0.3"), UDPPort: 4791, To: "c"},
+	"9-tree": tree,
+	"9-tree-lead": func() plan.Gateway { // a way back's lead: tree and mesh ports, learning off on both
+		p := tree()
+		mesh := bridged().Bridges[0].VXLANs[0]
+		p.Bridges[0].VXLANs = append([]plan.VXLAN{mesh}, p.Bridges[0].VXLANs...)
+		for i := range p.Bridges[0].VXLANs {
+			p.Bridges[0].VXLANs[i].NoLearning = true
 		}
 		return p
 	},

@@ -277,6 +277,13 @@ type VXLAN struct {
 	// To names the far side for humans: "members" for the full-mesh
 	// port, else the neighbor site, or the host's name for ToHost.
 	To string `json:"to"`
+	// NoLearning makes the bridge learn nothing behind the port. The
+	// planner never sets it: an agent sets it, for a way back's lead, on
+	// the ports it makes ahead and on the relay tree's ports they replace
+	// (docs/resilience.md, "The way back of bridged networks"), so that
+	// during the lead every frame to a remote host floods through both
+	// shapes and none is sent, by what one shape learned, into the other.
+	NoLearning bool `json:"noLearning,omitempty"`
 }
 
 // Peer is one remote gateway this gateway has a link to.
