@@ -62,13 +62,13 @@ The faults, in order:
                         the hold (no failure: it measures a planned handover)
 
 With --manager-down the manager is stopped once every agent has its plan.
-The report ends with checks_passed: issue 11's thresholds (outage <= 1 s and
-TCP surviving for the first three faults, <= 3 s for link-cut,
-link-cut-one-way and relay-down, nothing lost for standby-down, agent-killed,
-operator-activate, link-cut's way back and every pair a fault does not
-concern, every fault recovered). See
-docs/resilience.md for the mechanisms and the figures. It exits 1 when a check fails and removes the lab unless
---keep. It needs root.`,
+The report ends with checks_passed: the resilience thresholds (outage
+<= 1 s and TCP surviving for the first three faults, <= 3 s for link-cut,
+link-cut-one-way and relay-down; nothing lost for standby-down,
+agent-killed, operator-activate, link-cut's way back and every pair a fault
+does not concern; every fault recovered). It exits 1 when a check fails.
+It removes the lab when it ends, unless --keep. It needs root. See
+docs/resilience.md for the mechanisms and the figures.`,
 		Example: `  fednet lab faults
   fednet lab faults --only link-cut --only agent-killed
   fednet lab faults --manager-down --json > faults.json`,
