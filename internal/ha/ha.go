@@ -41,6 +41,9 @@
 //     a held link that answers again carries the moment its holder lets
 //     it up, and every gateway lets it up at the latest of those moments
 //     (NextRelease says when to tick), so both ends move back together.
+//     An active gateway whose sibling could take its place announces a
+//     held link only after two intervals and while it reaches another
+//     site (announces): an uplink cut silences its links one by one.
 //     The moments are the holders' clocks: gateways' clocks must agree
 //     (NTP) to well under the hold-down.
 package ha
@@ -178,6 +181,7 @@ type target struct {
 	last       time.Time // last answer
 	upSince    time.Time // answering continuously since (zero while dead)
 	heldDown   bool      // judged dead and not yet held up for HoldDown
+	downAt     time.Time // when it was last judged dead
 	isolated   bool      // a link held while a site at its end had no other
 	downReason string
 	// slow is the longest silence between two answers seen lately, at
@@ -735,7 +739,7 @@ func (s *State) hold(t *target, now time.Time, cond bool, what string) bool {
 	}
 	switch {
 	case dead && !t.heldDown:
-		t.heldDown = true
+		t.heldDown, t.downAt = true, now
 		s.events = append(s.events, fmt.Sprintf("%s down: no answer for %v (detection time %v)", what, now.Sub(t.last).Round(time.Millisecond), s.detectFor(t, now).Round(time.Millisecond)))
 	case !dead && t.heldDown && !t.upSince.IsZero() && now.Sub(t.upSince) >= s.cfg.HoldDown:
 		t.heldDown = false
@@ -843,7 +847,7 @@ func (s *State) Hello(now time.Time, d Decision) Hello {
 	own := Entry{Gateway: s.cfg.Self, Site: s.site, Seq: now.UnixNano(), Active: d.SelfActive, Epoch: s.epoch, Reach: reach, Sends: s.sends, Holds: s.holds}
 	if d.SelfActive {
 		for p, t := range s.links {
-			if t.heldDown {
+			if s.announces(t, now) {
 				own.LinksDown = append(own.LinksDown, p)
 			}
 		}
@@ -863,6 +867,29 @@ func (s *State) Hello(now time.Time, d Decision) Hello {
 		}
 	}
 	return h
+}
+
+// announces reports whether this gateway, its site's active gateway,
+// announces its held link t in its hellos at now. Where a sibling answers
+// on the LAN, a held link is announced once it has been held for two echo
+// intervals while this gateway still reaches another site. An uplink cut
+// silences the links one after the other, within an interval, and a link
+// announced down meanwhile would move the other sites' paths for nothing:
+// the sibling takes the site a moment later. A gateway
+// that reaches none is being replaced (the election), and what it holds
+// down says that its own uplink is cut, not that the links are. Its own
+// plan still takes them (it reaches nothing anyway).
+func (s *State) announces(t *target, now time.Time) bool {
+	if !t.heldDown {
+		return false
+	}
+	replaceable := false
+	for _, g := range s.Siblings() {
+		if s.answering(s.lan[g], now) {
+			replaceable = true
+		}
+	}
+	return !replaceable || s.reach(now) > 0 && now.Sub(t.downAt) >= 2*s.cfg.Interval
 }
 
 // Events returns and clears what happened since the last call, for the

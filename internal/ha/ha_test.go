@@ -244,6 +244,48 @@ func TestActiveUplinkCut(t *testing.T) {
 	s.wantActive("onprem-gw2")
 }
 
+// An uplink cut silences the active gateway's links one after the other
+// (here aws's 50 ms before the rest): the other sites move lab to the
+// standby and hold none of lab's links down, not even for a tick: the
+// active does not announce the links it holds while its sibling could take
+// its place and it reaches less and less. A link of the active
+// that alone is cut is announced, two intervals later, and every gateway
+// holds it down.
+func TestActiveUplinkCutAnnouncesNoLink(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	remotes := []string{"aws-gw", "azure-gw", "gcp-gw"}
+	held := func() string {
+		for _, g := range remotes {
+			if len(s.dec[g].LinksDown) > 0 {
+				return g + " holds " + s.dec[g].Key()
+			}
+		}
+		return ""
+	}
+	s.cut[plan.Pair("onprem-gw1", "aws-gw")] = true
+	s.run(DefaultInterval)
+	s.uplinkCut["onprem-gw1"] = true
+	for range 20 {
+		s.run(DefaultInterval)
+		if h := held(); h != "" {
+			t.Fatalf("%v after the cut: %s", s.now.Sub(time.Unix(1002, 0)), h)
+		}
+	}
+	s.wantActive("onprem-gw2")
+
+	// The active gateway (gw2 now) loses its link to aws alone.
+	s.cut = map[plan.SitePair]bool{plan.Pair("onprem-gw2", "aws-gw"): true}
+	s.uplinkCut["onprem-gw1"] = false
+	s.run(600 * time.Millisecond)
+	link := plan.Pair("aws-eu", "lab")
+	for _, g := range []string{"azure-gw", "gcp-gw", "onprem-gw2"} {
+		if !s.dec[g].LinksDown[link] {
+			t.Errorf("%s does not hold %v down: %s", g, link, s.dec[g].Key())
+		}
+	}
+}
+
 // A killed agent is not a dead gateway: its kernel still answers, so no one
 // moves the site; the restarted agent finds its virtual address and stays
 // active.
