@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fednet/fednet/internal/demo"
@@ -348,8 +349,12 @@ func (r *runner) federate(ctx context.Context, bridged []lab.BridgedNetwork, rep
 	if _, err := demo.WaitReachable(cctx, all, m.AgentsAlive); err != nil {
 		return fmt.Errorf("the federation did not converge: %w", err)
 	}
+	tunnels, err := r.waitTunnels(cctx)
+	if err != nil {
+		return fmt.Errorf("the federation did not converge: %w", err)
+	}
 	rep.ConvergedS = round(time.Since(agentsStart).Seconds(), 2)
-	r.step("converged: %d host pairs answer (%.2f s after the agents started)", len(r.pairs), rep.ConvergedS)
+	r.step("converged: %d host pairs and %d tunnels answer (%.2f s after the agents started)", len(r.pairs), tunnels, rep.ConvergedS)
 	if r.cfg.ManagerDown {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -407,6 +412,61 @@ func probePairs(l *lab.Lab, f *spec.Federation, bridged []lab.BridgedNetwork) ([
 		add(demo.BridgedPairs(l, b.Name), b.Name)
 	}
 	return pairs, targets
+}
+
+// waitTunnels waits until every gateway's echo reaches every peer's
+// transit address through their tunnel, standby gateways' tunnels
+// included, and returns how many tunnels (one per direction) it checked.
+// The host pairs do not cross a standby's tunnels; a fault injected
+// before they answer would find the standby with tunnels that never
+// carried a packet (WireGuard retries a lost first handshake 5 s later),
+// and the remote gateways judging the site by its active gateway alone.
+func (r *runner) waitTunnels(ctx context.Context) (int, error) {
+	plans, err := r.plans(nil)
+	if err != nil {
+		return 0, err
+	}
+	type tunnel struct {
+		from *lab.Node
+		to   string
+		addr netip.Addr
+	}
+	var all []tunnel
+	for _, g := range plans {
+		from := r.l.Gateway(g.Name)
+		for _, p := range g.Peers {
+			if peer, ok := plans[p.Gateway]; ok && from != nil {
+				all = append(all, tunnel{from, p.Gateway, peer.TransitAddress()})
+			}
+		}
+	}
+	for round := 0; ; round++ {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var silent []string
+		for _, t := range all {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if res, err := lab.Ping(ctx, t.from, t.addr, 1, 200*time.Millisecond); err != nil || res.Received == 0 {
+					mu.Lock()
+					silent = append(silent, t.from.Name+" -> "+t.to)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if len(silent) == 0 {
+			return len(all), nil
+		}
+		select {
+		case <-ctx.Done():
+			slices.Sort(silent)
+			return 0, fmt.Errorf("after %d rounds, %d of %d tunnels do not answer an echo to the far gateway's transit address (%s): %w",
+				round+1, len(silent), len(all), strings.Join(silent, ", "), ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // plans computes the plans of the spec the agents run with active as the
