@@ -54,7 +54,7 @@ func diffHost(cur HostState, t plan.HostTunnel, address netip.Prefix) ([]op, err
 	if c != nil {
 		remotes = c.Remotes
 	}
-	ops = append(ops, diffRemotes(t.Device, remotes, want.port.Remotes, false)...)
+	ops = append(ops, diffRemotes(t.Device, remotes, want.port.Remotes, false, true)...)
 	if address.IsValid() {
 		ops = append(ops, diffAddresses(t.Device, addrs, address)...)
 	}

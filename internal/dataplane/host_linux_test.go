@@ -61,8 +61,8 @@ func TestLinuxHostTunnel(t *testing.T) {
 	moved.Remote = netip.MustParseAddr("10.1.0.253")
 	// The device stays; its MTU and address go back to the first step's.
 	apply("gateway moves", moved, addr, "ip link set fvx100 mtu 1370\n"+
-		"bridge fdb del 00:00:00:00:00:00 dev fvx100 dst 10.1.0.254\n"+
 		"bridge fdb append 00:00:00:00:00:00 dev fvx100 dst 10.1.0.253\n"+
+		"bridge fdb del 00:00:00:00:00:00 dev fvx100 dst 10.1.0.254\n"+
 		"ip address del 192.168.50.41/24 dev fvx100\nip address add 192.168.50.40/24 dev fvx100\n")
 	sh(t, "ip link del fvx100")
 	apply("deleted behind fednet's back", moved, addr, strings.ReplaceAll(add, "dst 10.1.0.254", "dst 10.1.0.253"))

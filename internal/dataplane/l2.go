@@ -418,8 +418,9 @@ func (w wantedPort) fits(v VXLANState) bool {
 // (plan.VXLAN.NoLearning); the segment port
 // enslaved; MTU and up of the bridge (after enslaving, so an MTU the kernel
 // derived from the ports is corrected); the all-zero FDB entries
-// (deletions first; a draining bridge's ports have none and keep what
-// they learned).
+// (additions first on a bridge's only port to gateways, deletions first
+// on a relay's tree ports: diffRemotes; a draining bridge's ports have
+// none and keep what they learned).
 func (kernelL2) diff(cur L2State, bridges []plan.Bridge) []op {
 	want := slices.Clone(bridges)
 	slices.SortFunc(want, func(a, b plan.Bridge) int { return a.VNI - b.VNI })
@@ -485,7 +486,8 @@ func (kernelL2) diff(cur L2State, bridges []plan.Bridge) []op {
 			if w.Drain {
 				want = nil
 			}
-			ops = append(ops, diffRemotes(p.Name, remotes, want, w.Drain)...)
+			only := p.Kind == plan.ToGateways && len(w.Ports(plan.ToGateways)) == 1
+			ops = append(ops, diffRemotes(p.Name, remotes, want, w.Drain, only)...)
 		}
 	}
 	return append(ops, last...)
@@ -539,22 +541,37 @@ func diffPort(v *VXLANState, w plan.Bridge, p plan.VXLAN) []op {
 }
 
 // diffRemotes returns the FDB changes that make dev's flood entries have
-// want (deletions first); keepLearned keeps what dev learned behind the
-// remotes it stops flooding to.
-func diffRemotes(dev string, have, want []netip.Addr, keepLearned bool) []op {
-	var ops []op
+// want; keepLearned keeps what dev learned behind the remotes it stops
+// flooding to.
+//
+// With addFirst the new entries go in before the old ones (and what was
+// learned behind them) go: a remote that moves (a site's active gateway,
+// for a port that is its bridge's only one to gateways, or a host's tunnel)
+// is flooded to without a gap, where deleting first dropped every frame
+// flooded between the deletion, the forgetting and the addition (one probe
+// on every pair from that remote site in the fault suite's handovers).
+// Such a port never forwards a frame from one remote to another (a bridge
+// never sends a frame out of the port it came in by), so flooding to both
+// for a moment delivers a frame twice at most. A relay's tree ports do
+// forward between remotes: there a moment with both could close a cycle,
+// so deletions go first.
+func diffRemotes(dev string, have, want []netip.Addr, keepLearned, addFirst bool) []op {
+	var dels, adds []op
 	want = canonicalAddrs(want)
 	for _, r := range have {
 		if !slices.Contains(want, r) {
-			ops = append(ops, fdbDel{dev: dev, dst: r, keepLearned: keepLearned})
+			dels = append(dels, fdbDel{dev: dev, dst: r, keepLearned: keepLearned})
 		}
 	}
 	for _, r := range want {
 		if !slices.Contains(have, r) {
-			ops = append(ops, fdbAppend{dev: dev, dst: r})
+			adds = append(adds, fdbAppend{dev: dev, dst: r})
 		}
 	}
-	return ops
+	if addFirst {
+		return append(adds, dels...)
+	}
+	return append(dels, adds...)
 }
 
 // down returns the ops that delete every bridge and VXLAN device fednet

@@ -76,8 +76,8 @@ func TestLinuxBridgeLifecycle(t *testing.T) {
 	}
 
 	changes := step("remotes", bridgePlans["2-remotes"]())
-	want := "bridge fdb del 00:00:00:00:00:00 dev fvx100 dst 10.255.0.3\n" +
-		"bridge fdb append 00:00:00:00:00:00 dev fvx100 dst 10.255.0.4\n"
+	want := "bridge fdb append 00:00:00:00:00:00 dev fvx100 dst 10.255.0.4\n" +
+		"bridge fdb del 00:00:00:00:00:00 dev fvx100 dst 10.255.0.3\n"
 	if got := render(changes); got != want {
 		t.Errorf("changes of the remotes:\n%swant:\n%s", got, want)
 	}

@@ -309,3 +309,37 @@ func TestNeighborPlanRejected(t *testing.T) {
 		})
 	}
 }
+
+// A remote that moves on a bridge's only port to gateways is flooded to
+// before the old one is dropped (no moment floods to neither); on a
+// relay's tree ports the old entry goes first (a moment flooding to both
+// could close a cycle).
+func TestFloodEntryOrder(t *testing.T) {
+	moved := func(p plan.Gateway, port int, to string) plan.Gateway {
+		p.Bridges[0].VXLANs[port].Remotes = addrs(to)
+		return p
+	}
+	mesh := bridged()
+	mesh.Bridges[0].VXLANs[0].Remotes = addrs("10.255.0.2", "10.255.0.4")
+	tests := []struct {
+		name     string
+		from, to plan.Gateway
+		want     string
+	}{
+		{"mesh port", bridged(), mesh,
+			"bridge fdb append 00:00:00:00:00:00 dev fvx100 dst 10.255.0.4\n" +
+				"bridge fdb del 00:00:00:00:00:00 dev fvx100 dst 10.255.0.3\n"},
+		{"relay's tree port", tree(), moved(tree(), 1, "10.255.0.4"),
+			"bridge fdb del 00:00:00:00:00:00 dev fvx100-1 dst 10.255.0.3\n" +
+				"bridge fdb append 00:00:00:00:00:00 dev fvx100-1 dst 10.255.0.4\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := NewFake()
+			mustApply(t, f, tt.from)
+			if got := render(mustApply(t, f, tt.to)); got != tt.want {
+				t.Errorf("changes:\n%swant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
