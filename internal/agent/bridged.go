@@ -44,13 +44,23 @@ import (
 //     the lead the bridges switch first, alone (withBridgesOf), so that the
 //     gateways switch within milliseconds of one another; the data plane
 //     releases an old port from its bridge before it adds the new ports'
-//     flood entries, and deletes it last.
+//     flood entries, and deletes it last;
+//   - after any apply that reshapes a bridged network here (a failover or a
+//     way back: ports to gateways made, deleted or flooding elsewhere), the
+//     ports of the new shape forget what they and their bridge learned, at
+//     each of SwitchForget: while the gateways reshape they disagree for a
+//     moment on the tree, a frame can come back around and teach a bridge a
+//     site's own host behind a port to gateways, or a VXLAN device a wrong
+//     gateway for a host, and a host that only answers never teaches it
+//     better (its requests do not arrive). Forgetting costs a flooded frame
+//     per host; a wrong entry lasts at most until the next forgetting.
 
-// SwitchForget are the delays after a way back's bridge switch at which
-// the new ports forget what they learned (dataplane.ForgetLearned): by
-// then every gateway has switched (they switch within milliseconds of one
-// another; a loaded one later).
-var SwitchForget = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second}
+// SwitchForget are the delays after an apply that reshaped a bridged
+// network at which the new shape's ports forget what they and their bridge
+// learned (dataplane.ForgetLearned, dataplane.ForgetPort): by then every
+// gateway has switched (they switch within milliseconds of one another on
+// a quiet machine; the last, for a loaded one).
+var SwitchForget = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second, 3 * time.Second}
 
 // bridgedOps are the changes of bridged ports the way back makes outside
 // the data plane's Apply; tests replace them (kernelBridged calls the
@@ -93,16 +103,46 @@ func (h *haSource) each(ports []string, f func(string) error) {
 	}
 }
 
-// forgetAfterSwitch makes the VXLAN ports ports forget what they learned
-// at each of SwitchForget (in the background).
-func (h *haSource) forgetAfterSwitch(ports []string) {
+// forgetAfterReshape makes the VXLAN ports ports, and their bridges,
+// forget what they learned at each of SwitchForget (in the background).
+func (h *haSource) forgetAfterReshape(ports []string) {
 	ops := h.l2()
 	if ops == nil || len(ports) == 0 {
 		return
 	}
-	for _, d := range SwitchForget {
-		time.AfterFunc(d, func() { h.each(ports, ops.ForgetLearned) })
+	after := h.after
+	if after == nil {
+		after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	}
+	for _, d := range SwitchForget {
+		after(d, func() {
+			h.each(ports, func(p string) error { return errors.Join(ops.ForgetLearned(p), ops.ForgetPort(p)) })
+		})
+	}
+}
+
+// reshaped returns the ports to gateways of next's bridges whose ports to
+// gateways (names and remotes) differ from the same bridge's in prev, or
+// that prev lacks; draining bridges keep what they learned and are left
+// out. Sorted.
+func reshaped(prev, next plan.Gateway) []string {
+	var out []string
+	for _, nb := range next.Bridges {
+		if nb.Drain {
+			continue
+		}
+		i := slices.IndexFunc(prev.Bridges, func(b plan.Bridge) bool { return b.Name == nb.Name })
+		if i >= 0 && slices.EqualFunc(prev.Bridges[i].Ports(plan.ToGateways), nb.Ports(plan.ToGateways), func(a, b plan.VXLAN) bool {
+			return a.Name == b.Name && slices.Equal(a.Remotes, b.Remotes)
+		}) {
+			continue
+		}
+		for _, v := range nb.Ports(plan.ToGateways) {
+			out = append(out, v.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // separate keeps shapes apart (nil: no more) and, when it starts, makes

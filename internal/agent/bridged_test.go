@@ -184,6 +184,7 @@ func TestWayBackMakesPortsAhead(t *testing.T) {
 	h, got := recorder(t, "aws-gw", normal.Local)
 	ops := &recordedOps{plans: func() int { return len(*got) }}
 	h.bridged = ops
+	h.after = func(_ time.Duration, f func()) { f() }
 	h.applied = &cut
 	pair := plan.Pair("aws-eu", "azure-we")
 	h.appliedDown = map[plan.SitePair]bool{pair: true}
@@ -229,26 +230,79 @@ func TestWayBackMakesPortsAhead(t *testing.T) {
 		"forget port " + treePort + " after 0 plans",
 		"separate [] after 3 plans",
 	}
+	want = append(want, settleForgets([]string{"fvx200"}, 3)...)
 	if l := ops.Log(); !slices.Equal(l, want) {
 		t.Errorf("bridged ops:\n%s\nwant:\n%s", strings.Join(l, "\n"), strings.Join(want, "\n"))
 	}
 
-	// A failover (the link goes down) has no lead and changes nothing
-	// outside the plan.
+	// A failover (the link goes down) has no lead; outside the plan, the
+	// new shape's port forgets what was learned.
 	*got = nil
 	h.applied, h.appliedDown = &normal, nil
 	h.dec.LinksDown = map[plan.SitePair]bool{pair: true}
 	h.deliverMoving(Update{Plan: &cut})
-	if len(*got) != 1 || len(ops.Log()) != len(want) {
-		t.Errorf("a failover: %d plans applied (want 1), bridged ops %v", len(*got), ops.Log()[len(want):])
+	if l := ops.Log()[len(want):]; len(*got) != 1 || !slices.Equal(l, settleForgets([]string{treePort}, 1)) {
+		t.Errorf("a failover: %d plans applied (want 1), bridged ops %v, want %v", len(*got), l, settleForgets([]string{treePort}, 1))
+	}
+}
+
+// settleForgets are the ops of forgetAfterReshape(ports) after the given
+// number of plans, when its timers fire at once.
+func settleForgets(ports []string, plans int) []string {
+	var out []string
+	for range SwitchForget {
+		for _, p := range ports {
+			out = append(out, fmt.Sprintf("forget %s after %d plans", p, plans), fmt.Sprintf("forget port %s after %d plans", p, plans))
+		}
+	}
+	return out
+}
+
+// reshaped names the ports to gateways of every bridge whose ports to
+// gateways changed (made, deleted, flooding elsewhere), and of new
+// bridges; never a draining bridge's, nor a host's port.
+func TestReshaped(t *testing.T) {
+	cut, normal := wayBackPlans(t, "aws-gw", [2]string{"aws-eu", "azure-we"})
+	moved := normal
+	moved.Bridges = slices.Clone(normal.Bridges)
+	moved.Bridges[0].VXLANs = slices.Clone(moved.Bridges[0].VXLANs)
+	moved.Bridges[0].VXLANs[0].Remotes = moved.Bridges[0].VXLANs[0].Remotes[:1]
+	draining := cut
+	draining.Bridges = slices.Clone(cut.Bridges)
+	draining.Bridges[0].Drain = true
+	withHost := normal
+	withHost.Bridges = slices.Clone(normal.Bridges)
+	withHost.Bridges[0].VXLANs = append(slices.Clone(normal.Bridges[0].VXLANs), plan.VXLAN{Name: "fnb0", Kind: plan.ToHost})
+	none := normal
+	none.Bridges = nil
+	tests := []struct {
+		name       string
+		prev, next plan.Gateway
+		want       []string
+	}{
+		{"same plan", normal, normal, nil},
+		{"tree to mesh", cut, normal, []string{"fvx200"}},
+		{"mesh to tree", normal, cut, portNames(cut.Bridges[0])},
+		{"a remote moved", normal, moved, []string{"fvx200"}},
+		{"draining", normal, draining, nil},
+		{"a host's port added", normal, withHost, nil},
+		{"a new bridge", none, normal, []string{"fvx200"}},
+		{"bridge gone", normal, none, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := reshaped(tt.prev, tt.next); !slices.Equal(got, tt.want) {
+				t.Errorf("reshaped = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 
 // TestWayBackQuietPorts: when a way back changes one relay tree's port for
 // another's (not the mesh), the new port is made ahead flooding to nobody,
 // learns nothing from the lead to the switch (plan.VXLAN.NoLearning), and
-// forgets what it learned
-// after the switch, at each of SwitchForget; nothing is separated.
+// the new tree's ports forget what they and the bridge learned after the
+// plan applied, at each of SwitchForget; nothing is separated.
 func TestWayBackQuietPorts(t *testing.T) {
 	applied, _ := wayBackPlans(t, "aws-gw", [2]string{"aws-eu", "azure-we"}, [2]string{"aws-eu", "lab"})
 	next, _ := wayBackPlans(t, "aws-gw", [2]string{"aws-eu", "azure-we"})
@@ -274,14 +328,14 @@ func TestWayBackQuietPorts(t *testing.T) {
 	if i := slices.IndexFunc(sw.VXLANs, func(v plan.VXLAN) bool { return v.Name == q }); i < 0 || sw.VXLANs[i].NoLearning {
 		t.Errorf("the switch's ports %+v: want %s, learning", sw.VXLANs, q)
 	}
-	if err := await.Poll(5*time.Second, func() (bool, string) {
-		return len(ops.Log()) >= len(SwitchForget), fmt.Sprintf("ops %v", ops.Log())
+	want := settleForgets(bridgePorts(next), 3)
+	if !slices.Contains(bridgePorts(next), q) {
+		t.Fatalf("the new tree's ports %v lack the quiet port %s", bridgePorts(next), q)
+	}
+	if err := await.Poll(10*time.Second, func() (bool, string) {
+		return len(ops.Log()) >= len(want), fmt.Sprintf("ops %v", ops.Log())
 	}); err != nil {
 		t.Fatal(err)
-	}
-	var want []string
-	for range SwitchForget {
-		want = append(want, "forget "+q+" after 3 plans")
 	}
 	if l := ops.Log(); !slices.Equal(l, want) {
 		t.Errorf("bridged ops:\n%s\nwant:\n%s", strings.Join(l, "\n"), strings.Join(want, "\n"))

@@ -83,6 +83,9 @@ type haSource struct {
 	// bridged makes the way back's changes of bridged ports (nil: the
 	// kernel's; bridged.go).
 	bridged bridgedOps
+	// after runs f after d in the background (nil: time.AfterFunc; tests
+	// run it at once).
+	after func(d time.Duration, f func())
 }
 
 type haTarget struct {

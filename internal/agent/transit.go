@@ -108,7 +108,6 @@ func (h *haSource) deliverMoving(u Update) Result {
 			if res := h.deliver(su); res.Err != nil {
 				h.logf("failover: switching the bridges first: %v", res.Err)
 			}
-			h.forgetAfterSwitch(wb.quiet)
 		}
 	}
 	res := h.deliver(u)
@@ -118,8 +117,12 @@ func (h *haSource) deliverMoving(u Update) Result {
 	}
 	h.mu.Lock()
 	h.pending, h.moving = nil, nil
+	var reshapedPorts []string
 	if res.Err == nil {
 		h.appliedDown = down
+		if h.applied != nil {
+			reshapedPorts = reshaped(*h.applied, *u.Plan)
+		}
 	}
 	announce := false
 	if res.Err == nil {
@@ -135,6 +138,7 @@ func (h *haSource) deliverMoving(u Update) Result {
 		}
 	}
 	h.mu.Unlock()
+	h.forgetAfterReshape(reshapedPorts)
 	if announce {
 		h.logf("failover: applied (active %v); this gateway now sends %s (at %s)", u.Plan.LAN.Active, describeSends(u.Plan), time.Now().Format("15:04:05.000"))
 		select {
