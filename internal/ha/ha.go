@@ -639,9 +639,11 @@ func (s *State) Tick(now time.Time, named string) Decision {
 			d.LinksDown[p] = true
 		}
 	}
-	// The hold-down keeps traffic on another path; a link to a site that
-	// has no other (the site was down as a whole, e.g. a relay's machine)
-	// comes back as soon as it answers.
+	// The hold-down keeps traffic on another path; a link whose two sites
+	// have no other (a site that was down as a whole, e.g. a relay's
+	// machine; or links held at once that cut the federation in two, as a
+	// moment of silence of one gateway's tunnels can) comes back as soon
+	// as it answers.
 	for p, t := range s.links {
 		if !t.heldDown {
 			t.isolated = false
@@ -649,7 +651,7 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		}
 		// Remembered while the link is held: the first gateway to let its
 		// link up breaks the isolation the others would see.
-		t.isolated = t.isolated || s.isolated(p.A, d.LinksDown) || s.isolated(p.B, d.LinksDown)
+		t.isolated = t.isolated || !s.connected(p.A, p.B, d.LinksDown)
 		// Back only on an answer: a grace after starving is none.
 		if now.Sub(t.last) > s.detectFor(t, now) {
 			continue
@@ -675,14 +677,25 @@ func (s *State) heldLinks() map[plan.SitePair]bool {
 	return out
 }
 
-// isolated reports whether every enabled link of site is down.
-func (s *State) isolated(site string, down map[plan.SitePair]bool) bool {
-	for other := range s.sites {
-		if other != site && s.cfg.Federation.LinkEnabled(site, other) && !down[plan.Pair(site, other)] {
-			return false
+// connected reports whether sites a and b reach each other over enabled
+// links that are not down.
+func (s *State) connected(a, b string, down map[plan.SitePair]bool) bool {
+	seen := map[string]bool{a: true}
+	queue := []string{a}
+	for len(queue) > 0 {
+		site := queue[0]
+		queue = queue[1:]
+		if site == b {
+			return true
+		}
+		for other := range s.sites {
+			if !seen[other] && s.cfg.Federation.LinkEnabled(site, other) && !down[plan.Pair(site, other)] {
+				seen[other] = true
+				queue = append(queue, other)
+			}
 		}
 	}
-	return true
+	return false
 }
 
 // releaseAt is when a held target that answers again is let up (zero

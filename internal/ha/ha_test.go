@@ -707,3 +707,32 @@ func TestActiveSilenceDoesNotFreeHeldStandby(t *testing.T) {
 		t.Error("gcp-gw let the held onprem-gw1 up before its hold-down")
 	}
 }
+
+// Links held at once that cut the federation in two come back as soon as
+// they answer, not after the hold-down: here a moment of silence holds
+// every link between {aws-eu, gcp-ew} and {azure-we, lab}; no other path
+// exists between the halves to hold the traffic on meanwhile.
+func TestPartitionBackAtOnce(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	cuts := []plan.SitePair{
+		plan.Pair("aws-gw", "azure-gw"), plan.Pair("aws-gw", "onprem-gw1"), plan.Pair("aws-gw", "onprem-gw2"),
+		plan.Pair("gcp-gw", "azure-gw"), plan.Pair("gcp-gw", "onprem-gw1"), plan.Pair("gcp-gw", "onprem-gw2"),
+	}
+	for _, c := range cuts {
+		s.cut[c] = true
+	}
+	s.run(time.Second)
+	if got := s.activeAt("aws-gw"); got != "" {
+		t.Fatalf("aws-gw sends lab's prefix to %q while cut off from it, want nowhere", got)
+	}
+	for _, c := range cuts {
+		s.cut[c] = false
+	}
+	s.run(time.Second)
+	for _, g := range []string{"aws-gw", "gcp-gw"} {
+		if got := s.activeAt(g); got == "" {
+			t.Errorf("%s has no path to lab a second after the cut ended (links down: %v)", g, s.dec[g].Key())
+		}
+	}
+}
