@@ -35,8 +35,14 @@
 //     before answers now; a remote gateway that does not answer while
 //     another of its site does is down (its site's next gateway carries
 //     the site), but the site's claimant only while another carries the
-//     site (never the last one that answers). Both stay down until they have answered for HoldDown (no
-//     flapping). Link state is flooded in hellos, so every gateway plans
+//     site (never the last one that answers) and only while it is silent.
+//     The others stay down until they have answered for HoldDown (no
+//     flapping), unless no other path joins the link's sites (a site that
+//     was down as a whole, a federation cut in two). The active gateway
+//     holds none of its links that fell silent together with all the
+//     others (the cause is at it: a restarting wgdev, its uplink) until
+//     others answered for a detection time. Link state is flooded in
+//     hellos, so every gateway plans
 //     with the same failures, including those on paths it only relays;
 //     a held link that answers again carries the moment its holder lets
 //     it up, and every gateway lets it up at the latest of those moments
@@ -177,12 +183,16 @@ func (d Decision) Apply(in plan.Inputs) plan.Inputs {
 
 // target is one gateway this gateway echoes.
 type target struct {
-	answered   bool
-	last       time.Time // last answer
-	upSince    time.Time // answering continuously since (zero while dead)
-	heldDown   bool      // judged dead and not yet held up for HoldDown
-	downAt     time.Time // when it was last judged dead
-	isolated   bool      // a link held while a site at its end had no other
+	answered bool
+	last     time.Time // last answer
+	upSince  time.Time // answering continuously since (zero while dead)
+	heldDown bool      // judged dead and not yet held up for HoldDown
+	downAt   time.Time // when it was last judged dead
+	isolated bool      // a link held while a site at its end had no other
+	// local: a link of this gateway's that fell silent with all the
+	// others (the cause at this gateway); judged again only once others
+	// answered for a detection time (see Tick).
+	local      bool
 	downReason string
 	// slow is the longest silence between two answers seen lately, at
 	// slowAt: the detection time adapts to it (see detectFor).
@@ -233,6 +243,9 @@ type State struct {
 	// lastTick is when Tick last ran; graceUntil ends a pause in the
 	// judging after this agent was starved (see Tick).
 	lastTick, graceUntil time.Time
+	// reachSince is when this gateway last began reaching another site
+	// after reaching none (zero while it reaches none).
+	reachSince time.Time
 	// ticks records the lateness of this agent's own ticks (a busy CPU
 	// delays the data plane as much): it lengthens every detection time.
 	ticks target
@@ -531,6 +544,12 @@ func (s *State) Tick(now time.Time, named string) Decision {
 	d := Decision{Active: map[string]string{}, Down: map[string]bool{}, LinksDown: map[plan.SitePair]bool{}}
 	s.starved(now)
 	myReach := s.reach(now)
+	switch {
+	case myReach == 0:
+		s.reachSince = time.Time{}
+	case s.reachSince.IsZero():
+		s.reachSince = now
+	}
 	remoteSites := len(s.sites) - 1
 	if len(s.sites[s.site]) > 1 && !s.starting(now) {
 		s.elect(now, named, myReach, remoteSites)
@@ -574,7 +593,11 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		// (answers, not held down itself): a claimant that was held after
 		// a moment of silence as a standby carries its site at once when
 		// its sibling fails, and holding it would leave the site with
-		// none.
+		// none. And only while it is silent, with no hold-down: the
+		// claimant holds the site (its hosts' next hop, its bridges); a
+		// standby forwards what reaches it but bridges nothing, so a
+		// claimant that answers again (a restarted wgdev) carries its
+		// site again at once.
 		best := s.bestClaim(site)
 		othersCarry := func(g string) bool {
 			for _, o := range gws {
@@ -591,7 +614,7 @@ func (s *State) Tick(now time.Time, named string) Decision {
 			}
 			judge := anyAlive && len(gws) > 1
 			if g == best {
-				judge = othersCarry(g)
+				judge = othersCarry(g) && !s.answering(t, now)
 			}
 			if s.hold(t, now, judge, "gateway "+g) {
 				d.Down[g] = true
@@ -623,8 +646,27 @@ func (s *State) Tick(now time.Time, named string) Decision {
 		if anyAlive && lt.upSince.IsZero() {
 			lt.upSince = now
 		}
-		if s.hold(lt, now, true, "link "+p.A+"<->"+p.B) && d.SelfActive {
+		// The active gateway holds none of its links that fell silent
+		// together with all the others: the cause is at this gateway (its
+		// wgdev restarting, its uplink), not at the links, whose other
+		// ends judge them; held here, they would keep its own traffic on
+		// relays, and be announced, for the hold-down once the tunnels
+		// answer. Such a link is judged again once other links answered
+		// for a detection time. (A standby holds them: an operator's move
+		// waits until none is held.)
+		dead := s.silentFor(lt, now) > s.detectFor(lt, now)
+		switch {
+		case dead && myReach == 0 && (!lt.heldDown || now.Sub(lt.downAt) <= 2*s.cfg.Interval):
+			lt.local = true
+		case dead && lt.local && myReach > 0 && now.Sub(s.reachSince) > s.detectFor(lt, now):
+			lt.local = false
+		}
+		held := s.hold(lt, now, !d.SelfActive || !lt.local, "link "+p.A+"<->"+p.B)
+		if held && d.SelfActive {
 			d.LinksDown[p] = true
+		}
+		if !dead && !held {
+			lt.local = false
 		}
 	}
 	// Learned links: from every fresh entry of an active gateway.

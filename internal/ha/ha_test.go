@@ -736,3 +736,28 @@ func TestPartitionBackAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// The active gateway's tunnels all fall silent for a moment (its wgdev
+// restarting, a little slower than the detection time): it holds none of
+// its links (the cause is at it, not at them), and the remote gateways,
+// which held it down meanwhile, send the site to it again as soon as it
+// answers, not after the hold-down. Nothing stays moved: no link held, no
+// gateway held, the site at one gateway everywhere.
+func TestSilentActiveBackAtOnce(t *testing.T) {
+	s := newSim(t)
+	s.run(2 * time.Second)
+	s.uplinkCut["onprem-gw1"] = true
+	s.run(350 * time.Millisecond)
+	s.uplinkCut["onprem-gw1"] = false
+	s.run(500 * time.Millisecond)
+	active := "onprem-gw1"
+	if s.dec["onprem-gw2"].SelfActive {
+		active = "onprem-gw2"
+	}
+	s.wantActive(active)
+	for _, g := range s.names {
+		if d := s.dec[g]; len(d.LinksDown) > 0 || len(d.Down) > 0 {
+			t.Errorf("%s half a second after the silence: %s; want no link nor gateway held", g, d.Key())
+		}
+	}
+}
