@@ -46,7 +46,7 @@ import (
 //     releases an old port from its bridge before it adds the new ports'
 //     flood entries, and deletes it last;
 //   - after any apply that reshapes a bridged network here (a failover or a
-//     way back: ports to gateways made, deleted or flooding elsewhere), the
+//     way back: ports to gateways made or deleted), the
 //     ports of the new shape forget what they and their bridge learned, at
 //     each of SwitchForget: while the gateways reshape they disagree for a
 //     moment on the tree, a frame can come back around and teach a bridge a
@@ -122,8 +122,14 @@ func (h *haSource) forgetAfterReshape(ports []string) {
 }
 
 // reshaped returns the ports to gateways of next's bridges whose ports to
-// gateways (names and remotes) differ from the same bridge's in prev, or
-// that prev lacks; draining bridges keep what they learned and are left
+// gateways (by name) differ from the same bridge's in prev, or that prev
+// lacks: the network changed shape here (mesh and trees). A port that
+// only floods elsewhere (a site's active gateway moved) is no reshape:
+// the data plane forgets what its VXLAN device learned behind the old
+// gateway, and forgetting everything would flood every frame to every
+// gateway while the old active drains, whose bridge can forward such a
+// frame from its LAN to a third site (a 174 ms gap on unconcerned pairs
+// in a handover). Draining bridges keep what they learned and are left
 // out. Sorted.
 func reshaped(prev, next plan.Gateway) []string {
 	var out []string
@@ -132,9 +138,7 @@ func reshaped(prev, next plan.Gateway) []string {
 			continue
 		}
 		i := slices.IndexFunc(prev.Bridges, func(b plan.Bridge) bool { return b.Name == nb.Name })
-		if i >= 0 && slices.EqualFunc(prev.Bridges[i].Ports(plan.ToGateways), nb.Ports(plan.ToGateways), func(a, b plan.VXLAN) bool {
-			return a.Name == b.Name && slices.Equal(a.Remotes, b.Remotes)
-		}) {
+		if i >= 0 && slices.Equal(portNames(prev.Bridges[i].Ports(plan.ToGateways)), portNames(nb.Ports(plan.ToGateways))) {
 			continue
 		}
 		for _, v := range nb.Ports(plan.ToGateways) {
@@ -308,4 +312,13 @@ func addTunnelPorts(p *plan.Gateway, ports []plan.VXLAN) {
 	}
 	slices.Sort(p.Firewall.TunnelPorts)
 	p.Firewall.TunnelPorts = slices.Compact(p.Firewall.TunnelPorts)
+}
+
+// portNames returns the names of ports.
+func portNames(ports []plan.VXLAN) []string {
+	out := make([]string, len(ports))
+	for i, v := range ports {
+		out[i] = v.Name
+	}
+	return out
 }
