@@ -168,7 +168,7 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 		var err error
 		if out.Delta.SumVersion == plandelta.SumVersion {
 			if held.digest == nil && plandelta.Keyed(held.plan) {
-				d := plandelta.NewDigest(held.plan) // once per whole plan
+				d := plandelta.NewDigest(held.plan) // a plan rebuilt from a delta of version 1
 				held.digest = &d
 			}
 			if held.digest == nil {
@@ -190,6 +190,15 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 		held.digest = digest
 	} else {
 		held.digest = nil
+		if !c.noDeltas && plandelta.Keyed(out.Plan) {
+			// The digest the next delta is checked against, made now
+			// rather than when that delta comes: hashing a whole plan
+			// (every site of its Local) is the size of the plan, and the
+			// agent just took one; the next change then costs the size of
+			// its delta.
+			d := plandelta.NewDigest(out.Plan)
+			held.digest = &d
+		}
 	}
 	c.mu.Lock()
 	c.plans[gateway] = heldPlan{generation: out.Generation, plan: out.Plan, digest: held.digest}
