@@ -190,7 +190,7 @@ type answers struct {
 	// prev is the version before, until the delta from it is made;
 	// prevAnswers that version's answers (which know whether it is
 	// keyed).
-	prev        *plan.Gateway
+	prev        *plan.Held
 	prevAnswers *answers
 	// made is the delta from prev (without Local and sum) when the
 	// planning made it from plan.Update's edit.
@@ -231,7 +231,7 @@ func (a *answers) full(p planEntry, rotate int, v variant, lv *localVersion) ([]
 	defer a.mu.Unlock()
 	a.reset(rotate)
 	if a.fullBody == nil {
-		g := p.plan
+		g := p.held.Gateway()
 		g.Local = nil
 		js, err := json.Marshal(g)
 		if err != nil {
@@ -289,14 +289,15 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 		default:
 			// Each version's lists are checked once: as the new plan of
 			// one delta and, remembered, as the base of the next.
-			prevKeyed := before != nil && before.keyed(*prev) || before == nil && plandelta.Keyed(*prev)
-			if prevKeyed && a.keyed(p.plan) {
-				d := plandelta.DiffKeyed(*prev, p.plan, [sha256.Size]byte{}, nil)
+			old, new := prev.Gateway(), p.held.Gateway()
+			prevKeyed := before != nil && before.keyed(old) || before == nil && plandelta.Keyed(old)
+			if prevKeyed && a.keyed(new) {
+				d := plandelta.DiffKeyed(old, new, [sha256.Size]byte{}, nil)
 				a.planDelta = &d
 			}
 		}
-		if a.planDelta != nil && p.plan.Local != nil {
-			a.prevLocal = prev.Local
+		if a.planDelta != nil && p.held.Head.Local != nil {
+			a.prevLocal = prev.Head.Local
 		}
 	}
 	if a.planDelta == nil {
@@ -319,7 +320,7 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 		if v.local() {
 			d.Sum = hex.EncodeToString(p.Sum[:])
 		} else {
-			bare := p.digest.Bare(p.plan)
+			bare := p.digest.BareHeld(p.held)
 			d.Sum = hex.EncodeToString(bare[:])
 		}
 		js, err := d.MarshalWithHead(a.head)

@@ -176,7 +176,7 @@ func changeCost(t testing.TB, n int, withAgents, check bool, dir string) {
 			agentCPU = time.Since(t0)
 			if check {
 				for _, name := range names {
-					if got, want := jsonOf(t, agents[name].plan), jsonOf(t, cur.plans[name].plan); got != want {
+					if got, want := jsonOf(t, agents[name].plan), jsonOf(t, cur.plans[name].held.Gateway()); got != want {
 						t.Fatalf("%s: agent %s holds another plan than the manager's:\n got %.300s\nwant %.300s", what, name, got, want)
 					}
 				}

@@ -176,12 +176,12 @@ func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, 
 // caller accepts gzip and it is not tiny.
 func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, st *state, p planEntry, wantDelta bool, after int64) error {
 	rotate := st.gateways[p.Gateway].RotateRequested
-	v := variantOf(r, p.plan)
+	v := variantOf(r, p.held.Head)
 	lv := st.local
 	if v.local() && lv == nil {
 		// Not reached (a state with plans has their Local); be safe.
 		var err error
-		if lv, err = newLocalVersion(p.plan.Local); err != nil {
+		if lv, err = newLocalVersion(p.held.Head.Local); err != nil {
 			return err
 		}
 	}
@@ -693,7 +693,7 @@ func links(st *state, reps map[string]report, now time.Time) []api.Link {
 			continue
 		}
 		for _, l := range rep.Links {
-			if !peerOf(p.plan, l.Peer) {
+			if !peerOf(p.held, l.Peer) {
 				continue
 			}
 			hs := l.LastHandshake

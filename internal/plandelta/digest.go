@@ -169,7 +169,28 @@ func NewDigestWithHead(g plan.Gateway, local *LocalDigest, headJSON []byte) Dige
 	for _, p := range g.Firewall.Remote {
 		d.Lists[listRemote] += hashOf(&buf, p, appendPrefix)
 	}
-	d.Sum = digestSum(g, d.Lists, local, headJSON)
+	d.Sum = digestSum(g, lengths(g), d.Lists, local, headJSON)
+	return d
+}
+
+// NewDigestHeld is NewDigestWithHead of the plan h holds, its lists read
+// in their chunks.
+func NewDigestHeld(h plan.Held, local *LocalDigest, headJSON []byte) Digest {
+	d := Digest{Local: local}
+	var buf []byte
+	for p := range h.Peers.All() {
+		d.Lists[listPeers] += hashOf(&buf, p, appendPeer)
+	}
+	for r := range h.Routes.All() {
+		d.Lists[listRoutes] += hashOf(&buf, r, appendRoute)
+	}
+	for f := range h.Flows.All() {
+		d.Lists[listFlows] += hashOf(&buf, f, appendFlow)
+	}
+	for _, p := range h.Head.Firewall.Remote {
+		d.Lists[listRemote] += hashOf(&buf, p, appendPrefix)
+	}
+	d.Sum = digestSum(h.Head, heldLengths(h), d.Lists, local, headJSON)
 	return d
 }
 
@@ -180,7 +201,24 @@ func (d Digest) Same(o Digest) bool { return d.Sum == o.Sum && d.Lists == o.List
 // agent that does not take Local carries it), without hashing the lists.
 func (d Digest) Bare(g plan.Gateway) [sha256.Size]byte {
 	g.Local = nil
-	return digestSum(g, d.Lists, nil, nil)
+	return digestSum(g, lengths(g), d.Lists, nil, nil)
+}
+
+// BareHeld is Bare of the plan h holds.
+func (d Digest) BareHeld(h plan.Held) [sha256.Size]byte {
+	g := h.Head
+	g.Local = nil
+	return digestSum(g, heldLengths(h), d.Lists, nil, nil)
+}
+
+// lengths returns the lengths of g's four lists, in Digest.Lists' order.
+func lengths(g plan.Gateway) [4]int {
+	return [4]int{len(g.Peers), len(g.Routes), len(g.Firewall.Flows), len(g.Firewall.Remote)}
+}
+
+// heldLengths is lengths of the plan h holds.
+func heldLengths(h plan.Held) [4]int {
+	return [4]int{h.Peers.Len(), h.Routes.Len(), h.Flows.Len(), len(h.Head.Firewall.Remote)}
 }
 
 // hashOf is the xxHash of x's binary form, encoded into *buf.
@@ -189,10 +227,11 @@ func hashOf[T any](buf *[]byte, x T, enc func([]byte, T) []byte) uint64 {
 	return xxhash.Sum64(*buf)
 }
 
-// digestSum is Digest.Sum of g with the list digests lists and local, the
-// digest of g's Local (read only when g has one); js is g's HeadJSON, nil
-// to encode it here.
-func digestSum(g plan.Gateway, lists [4]uint64, local *LocalDigest, js []byte) [sha256.Size]byte {
+// digestSum is Digest.Sum of plan g, whose lists have the lengths lens
+// and the digests lists, and local, the digest of g's Local (read only
+// when g has one); js is g's HeadJSON, nil to encode it here. Only g's
+// head and Local are read.
+func digestSum(g plan.Gateway, lens [4]int, lists [4]uint64, local *LocalDigest, js []byte) [sha256.Size]byte {
 	if js == nil {
 		var err error
 		if js, err = HeadJSON(g); err != nil {
@@ -202,7 +241,7 @@ func digestSum(g plan.Gateway, lists [4]uint64, local *LocalDigest, js []byte) [
 	b := make([]byte, 0, len(js)+96)
 	b = append(b, "fednet plan sum 2\n"...)
 	b = appendBytes(b, js)
-	for i, n := range []int{len(g.Peers), len(g.Routes), len(g.Firewall.Flows), len(g.Firewall.Remote)} {
+	for i, n := range lens {
 		b = binary.AppendUvarint(b, uint64(n))
 		b = binary.LittleEndian.AppendUint64(b, lists[i])
 	}
@@ -227,31 +266,83 @@ func (d Digest) Edited(old, new plan.Gateway, e Delta, local *LocalDigest) Diges
 // EditedWithHead is Edited for a caller that has new's HeadJSON at hand
 // (nil: encoded here).
 func (d Digest) EditedWithHead(old, new plan.Gateway, e Delta, local *LocalDigest, headJSON []byte) Digest {
+	return d.edited(lists{
+		peers:  inSlice(old.Peers, peerKey, comparePeerKey),
+		routes: inSlice(old.Routes, routeKey, comparePrefix),
+		flows:  inSlice(old.Firewall.Flows, flowKey, compareFlowKey),
+		remote: inSlice(old.Firewall.Remote, prefixKey, comparePrefix),
+	}, new, lengths(new), e, local, headJSON)
+}
+
+// EditedHeld is EditedWithHead for plans held in chunks (plan.Held), as a
+// manager holds them.
+func (d Digest) EditedHeld(old, new plan.Held, e Delta, local *LocalDigest, headJSON []byte) Digest {
+	return d.edited(lists{
+		peers:  inChunks(old.Peers, peerKey, comparePeerKey),
+		routes: inChunks(old.Routes, routeKey, comparePrefix),
+		flows:  inChunks(old.Flows, flowKey, compareFlowKey),
+		remote: inSlice(old.Head.Firewall.Remote, prefixKey, comparePrefix),
+	}, new.Head, heldLengths(new), e, local, headJSON)
+}
+
+// lists finds the entries of a plan's four lists by key.
+type lists struct {
+	peers  func(string) (plan.Peer, bool)
+	routes func(netip.Prefix) (plan.Route, bool)
+	flows  func(FlowKey) (plan.Flow, bool)
+	remote func(netip.Prefix) (netip.Prefix, bool)
+}
+
+// edited is Edited with old's lists found through old, and new's head
+// and list lengths.
+func (d Digest) edited(old lists, new plan.Gateway, lens [4]int, e Delta, local *LocalDigest, headJSON []byte) Digest {
 	var buf []byte
 	out := d
 	out.Local = local
-	out.Lists[listPeers] = editList(&buf, out.Lists[listPeers], old.Peers, e.Peers, e.PeersGone, peerKey, comparePeerKey, appendPeer)
-	out.Lists[listRoutes] = editList(&buf, out.Lists[listRoutes], old.Routes, e.Routes, e.RoutesGone, routeKey, comparePrefix, appendRoute)
-	out.Lists[listFlows] = editList(&buf, out.Lists[listFlows], old.Firewall.Flows, e.Flows, e.FlowsGone, flowKey, compareFlowKey, appendFlow)
-	out.Lists[listRemote] = editList(&buf, out.Lists[listRemote], old.Firewall.Remote, e.Remote, e.RemoteGone, prefixKey, comparePrefix, appendPrefix)
-	out.Sum = digestSum(new, out.Lists, local, headJSON)
+	out.Lists[listPeers] = editList(&buf, out.Lists[listPeers], old.peers, e.Peers, e.PeersGone, peerKey, appendPeer)
+	out.Lists[listRoutes] = editList(&buf, out.Lists[listRoutes], old.routes, e.Routes, e.RoutesGone, routeKey, appendRoute)
+	out.Lists[listFlows] = editList(&buf, out.Lists[listFlows], old.flows, e.Flows, e.FlowsGone, flowKey, appendFlow)
+	out.Lists[listRemote] = editList(&buf, out.Lists[listRemote], old.remote, e.Remote, e.RemoteGone, prefixKey, appendPrefix)
+	out.Sum = digestSum(new, lens, out.Lists, local, headJSON)
 	return out
 }
 
-// editList updates the digest sum of list old (sorted by key) for the
-// entries set (replacing those of old with their key) and the keys gone.
-func editList[T, K any](buf *[]byte, sum uint64, old, set []T, gone []K, key func(T) K, compare func(a, b K) int, enc func([]byte, T) []byte) uint64 {
-	find := func(k K) (int, bool) {
-		return slices.BinarySearchFunc(old, k, func(x T, k K) int { return compare(key(x), k) })
+// inSlice finds the entries of list (sorted by key) by key.
+func inSlice[T, K any](list []T, key func(T) K, compare func(a, b K) int) func(K) (T, bool) {
+	return func(k K) (T, bool) {
+		i, ok := slices.BinarySearchFunc(list, k, func(x T, k K) int { return compare(key(x), k) })
+		if !ok {
+			var zero T
+			return zero, false
+		}
+		return list[i], true
 	}
+}
+
+// inChunks is inSlice for a list held in chunks.
+func inChunks[T, K any](list plan.Chunks[T], key func(T) K, compare func(a, b K) int) func(K) (T, bool) {
+	return func(k K) (T, bool) {
+		i, ok := plan.SearchChunks(list, k, func(x T, k K) int { return compare(key(x), k) })
+		if !ok {
+			var zero T
+			return zero, false
+		}
+		return list.At(i), true
+	}
+}
+
+// editList updates the digest sum of a list, whose entries find finds by
+// key, for the entries set (replacing those with their key) and the keys
+// gone.
+func editList[T, K any](buf *[]byte, sum uint64, find func(K) (T, bool), set []T, gone []K, key func(T) K, enc func([]byte, T) []byte) uint64 {
 	for _, k := range gone {
-		if i, ok := find(k); ok {
-			sum -= hashOf(buf, old[i], enc)
+		if x, ok := find(k); ok {
+			sum -= hashOf(buf, x, enc)
 		}
 	}
 	for _, x := range set {
-		if i, ok := find(key(x)); ok {
-			sum -= hashOf(buf, old[i], enc)
+		if o, ok := find(key(x)); ok {
+			sum -= hashOf(buf, o, enc)
 		}
 		sum += hashOf(buf, x, enc)
 	}

@@ -182,6 +182,12 @@ func checkDigest(t *testing.T, gw string, from, want plan.Gateway, d plandelta.D
 	if !plandelta.NewDigest(from).EditedWithHead(from, want, d, local, head).Same(dg) || !plandelta.NewDigestWithHead(want, local, head).Same(dg) {
 		t.Fatalf("%s: the digests made with the head's JSON at hand differ", gw)
 	}
+	if !plandelta.NewDigest(from).EditedHeld(plan.Hold(from), plan.Hold(want), d, local, head).Same(dg) || !plandelta.NewDigestHeld(plan.Hold(want), local, head).Same(dg) {
+		t.Fatalf("%s: the digest updated on plans held in chunks differs", gw)
+	}
+	if bare := plandelta.NewDigest(want).Bare(want); plandelta.NewDigest(want).BareHeld(plan.Hold(want)) != bare {
+		t.Fatalf("%s: the bare sum of the plan held in chunks differs", gw)
+	}
 	d.Sum, d.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
 	got, dg2, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), d)
 	if err != nil || js(t, got) != js(t, want) || !dg2.Same(dg) {
