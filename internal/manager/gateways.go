@@ -43,10 +43,11 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 			return 0, nil, nil, noPlan(st, name)
 		}
 		return p.Generation, []string{planTopic(name)}, func() error {
-			// Deltas carry sums of version 2 (the store's): an agent that
-			// does not say it checks them gets whole plans.
-			sum2 := r.Header.Get(plandelta.SumHeader) == strconv.Itoa(plandelta.SumVersion)
-			return m.writePlan(w, r, st, p, wp.delta && wp.hasAfter && sum2, wp.after)
+			// Deltas carry sums of version plandelta.SumVersion (the
+			// store's): an agent that does not say it checks them gets
+			// whole plans.
+			checks := plandelta.Checks(r.Header.Values(plandelta.SumHeader), plandelta.SumVersion)
+			return m.writePlan(w, r, st, p, wp.delta && wp.hasAfter && checks, wp.after)
 		}, nil
 	})
 }
