@@ -142,13 +142,13 @@ func changeCost(t testing.TB, n int, withAgents, check bool, dir string) {
 				h, ok := agents[name]
 				var body []byte
 				if ok && e.prevGen == h.gen {
-					parts, _ := e.answers.delta(e, 0, withPatches, cur.local)
+					parts, _ := e.answers.delta(e, 0, withRemotes, cur.local)
 					for _, p := range parts {
 						body = append(body, p...)
 					}
 				}
 				if body == nil {
-					parts, _, err := e.answers.full(e, 0, withPatches, cur.local)
+					parts, _, err := e.answers.full(e, 0, withRemotes, cur.local)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -128,12 +128,12 @@ func TestPlanLocal(t *testing.T) {
 
 	// One Local delta for every gateway that had a plan before.
 	st := h.m.snapshot()
-	shared := st.plans["g000"].answers.localDeltas[withPatches]
+	shared := st.plans["g000"].answers.localDeltas[withRemotes]
 	if shared == nil {
 		t.Fatal("g000's answers hold no Local delta")
 	}
 	for name, e := range st.plans {
-		if name != "g300" && e.answers.localDeltas[withPatches] != shared {
+		if name != "g300" && e.answers.localDeltas[withRemotes] != shared {
 			t.Fatalf("gateway %s's answer has its own Local delta, not the one shared", name)
 		}
 	}

@@ -97,10 +97,10 @@ func (c Chunks[T]) Slice() []T {
 	return out
 }
 
-// searchChunks returns the index of the first entry of c for which
+// SearchChunks returns the index of the first entry of c for which
 // compare(entry, k) >= 0, and whether it compares equal (c sorted by
-// compare).
-func searchChunks[T, K any](c Chunks[T], k K, compare func(T, K) int) (int, bool) {
+// compare), as slices.BinarySearchFunc does on a slice.
+func SearchChunks[T, K any](c Chunks[T], k K, compare func(T, K) int) (int, bool) {
 	// The first chunk whose last entry is not below k holds it.
 	ci, _ := slices.BinarySearchFunc(c.chunks, k, func(ch []T, k K) int {
 		if compare(ch[len(ch)-1], k) < 0 {
@@ -134,7 +134,7 @@ func spliceChunks[T any](old Chunks[T], drop []int, add []T, compare func(a, b T
 	// (old's length: at the end).
 	at := make([]int, len(add))
 	for j, x := range add {
-		i, found := searchChunks(old, x, compare)
+		i, found := SearchChunks(old, x, compare)
 		if _, dropped := slices.BinarySearch(drop, i); found && !dropped {
 			return Chunks[T]{}, nil, false
 		}

@@ -76,7 +76,7 @@ func TestSpliceChunksEqualsSpliceList(t *testing.T) {
 			}
 			if i := r.IntN(12 * chunkSize); true {
 				wi, wf := slices.BinarySearch(wantList, i)
-				gi, gf := searchChunks(got, i, cmp.Compare[int])
+				gi, gf := SearchChunks(got, i, cmp.Compare[int])
 				if wi != gi || wf != gf {
 					t.Fatalf("seed %d step %d: search %d: %d %v, want %d %v", seed, step, i, gi, gf, wi, wf)
 				}

@@ -107,7 +107,7 @@ func (h Held) Gateway() Gateway {
 
 // Peer returns h's peer of gateway name.
 func (h Held) Peer(name string) (Peer, bool) {
-	i, ok := searchChunks(h.Peers, name, func(p Peer, n string) int { return cmp.Compare(p.Gateway, n) })
+	i, ok := SearchChunks(h.Peers, name, func(p Peer, n string) int { return cmp.Compare(p.Gateway, n) })
 	if !ok {
 		return Peer{}, false
 	}
@@ -400,7 +400,7 @@ func splice(old Held, part Gateway, t *touched) (Held, *Edit, bool) {
 
 	var drop []int
 	for _, name := range t.gateways {
-		if i, ok := searchChunks(old.Peers, name, func(p Peer, n string) int { return cmp.Compare(p.Gateway, n) }); ok && t.sites[old.Peers.At(i).Site] {
+		if i, ok := SearchChunks(old.Peers, name, func(p Peer, n string) int { return cmp.Compare(p.Gateway, n) }); ok && t.sites[old.Peers.At(i).Site] {
 			drop = append(drop, i)
 		}
 	}
@@ -410,7 +410,7 @@ func splice(old Held, part Gateway, t *touched) (Held, *Edit, bool) {
 	drop = drop[:0]
 	for _, list := range [][]netip.Prefix{t.prefixes, t.transit} {
 		for _, p := range list {
-			i, ok := searchChunks(old.Routes, p, func(r Route, p netip.Prefix) int { return comparePrefix(r.Destination, p) })
+			i, ok := SearchChunks(old.Routes, p, func(r Route, p netip.Prefix) int { return comparePrefix(r.Destination, p) })
 			if ok && slices.Contains(t.gateways, old.Routes.At(i).Via) {
 				drop = append(drop, i)
 			}
@@ -423,12 +423,12 @@ func splice(old Held, part Gateway, t *touched) (Held, *Edit, bool) {
 	drop = drop[:0]
 	flows := old.Flows
 	for _, p := range t.prefixes {
-		i, _ := searchChunks(flows, Flow{Source: p}, compareFlowKey)
+		i, _ := SearchChunks(flows, Flow{Source: p}, compareFlowKey)
 		for ; i < flows.Len() && flows.At(i).Source == p; i++ {
 			drop = append(drop, i)
 		}
 		for _, own := range part.Firewall.Local {
-			if i, ok := searchChunks(flows, Flow{Source: own, Destination: p}, compareFlowKey); ok {
+			if i, ok := SearchChunks(flows, Flow{Source: own, Destination: p}, compareFlowKey); ok {
 				drop = append(drop, i)
 			}
 		}
