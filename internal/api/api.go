@@ -54,6 +54,12 @@ const (
 	// instead of sending the entry whole. An agent that announces local
 	// alone gets entries whole, as before patches existed.
 	PlanFeaturePatch = "patch"
+	// PlanFeatureRemotes: a delta's head may leave out the remote
+	// addresses of a VXLAN port that the base's head has too, which the
+	// delta then edits (plandelta.RemotesEdit): a bridged network over a
+	// thousand sites puts a thousand addresses in every head, which a
+	// change of one site changes by one.
+	PlanFeatureRemotes = "remotes"
 )
 
 // Authentication: every call but enrollment and /openapi.yaml carries

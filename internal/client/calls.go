@@ -148,12 +148,13 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 	c.mu.Unlock()
 	delta := ok && held.generation == after && !c.noDeltas
 	var out api.PlanResponse
-	// Deltas with sums of version 2 (plandelta.SumVersion), which are
-	// checked in the size of the delta; a manager that does not know the
-	// header sends sums of version 1.
-	features := http.Header{plandelta.SumHeader: {strconv.Itoa(plandelta.SumVersion)}}
+	// Deltas with sums of version 2 or 3 (plandelta.SumVersion), which
+	// are checked in the size of the delta: "2" first, the value a
+	// manager that predates version 3 reads; a manager that does not know
+	// the header sends sums of version 1.
+	features := http.Header{plandelta.SumHeader: {"2", strconv.Itoa(plandelta.SumVersion)}}
 	if !c.noLocal {
-		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal+","+api.PlanFeaturePatch)
+		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal+","+api.PlanFeaturePatch+","+api.PlanFeatureRemotes)
 	}
 	changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, delta, features, &out)
 	if !changed || err != nil {
@@ -166,9 +167,9 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 		var digest *plandelta.Digest
 		var g plan.Gateway
 		var err error
-		if out.Delta.SumVersion == plandelta.SumVersion {
+		if v := out.Delta.SumVersion; v == 2 || v == 3 {
 			if held.digest == nil && plandelta.Keyed(held.plan) {
-				d := plandelta.NewDigest(held.plan) // once per whole plan
+				d := plandelta.NewDigest(held.plan) // a plan rebuilt from a delta of version 1
 				held.digest = &d
 			}
 			if held.digest == nil {
@@ -190,6 +191,15 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 		held.digest = digest
 	} else {
 		held.digest = nil
+		if !c.noDeltas && plandelta.Keyed(out.Plan) {
+			// The digest the next delta is checked against, made now
+			// rather than when that delta comes: hashing a whole plan
+			// (every site of its Local) is the size of the plan, and the
+			// agent just took one; the next change then costs the size of
+			// its delta.
+			d := plandelta.NewDigest(out.Plan)
+			held.digest = &d
+		}
 	}
 	c.mu.Lock()
 	c.plans[gateway] = heldPlan{generation: out.Generation, plan: out.Plan, digest: held.digest}

@@ -112,8 +112,8 @@ type target struct {
 }
 
 // heldPlan is a plan the client returned, which the next watch may take
-// a delta from, with its digest (nil until a delta of sum version 2 needs
-// it; then carried from delta to delta).
+// a delta from, with its digest (made when a whole plan comes, then
+// carried from delta to delta; nil for a plan not keyed).
 type heldPlan struct {
 	generation int64
 	plan       plan.Gateway

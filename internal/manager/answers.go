@@ -62,25 +62,30 @@ const gzipAbove = 1 << 10
 // variant is the form of a plan a watch takes: bare (without the plan's
 // Local) unless the request announces api.PlanFeatureLocal; with it, the
 // Local's deltas patch changed entries by field only when the request
-// also announces api.PlanFeaturePatch.
+// also announces api.PlanFeaturePatch, and deltas edit the remotes of
+// the head's VXLAN ports when it announces api.PlanFeatureRemotes too.
 type variant int
 
 const (
 	bare        variant = iota
 	withLocal           // the Local; its deltas send changed entries whole
 	withPatches         // the Local; its deltas patch changed entries
+	withRemotes         // withPatches, and deltas edit the head's VXLAN remotes
 	variants            // the number of variants
 )
 
 // local reports whether v carries the plan's Local.
 func (v variant) local() bool { return v != bare }
 
+// patches reports whether v's Local deltas patch changed entries.
+func (v variant) patches() bool { return v == withPatches || v == withRemotes }
+
 // variantOf returns the variant r announces it takes of a plan p.
 func variantOf(r *http.Request, p plan.Gateway) variant {
 	if p.Local == nil {
 		return bare
 	}
-	var local, patch bool
+	var local, patch, remotes bool
 	for _, v := range r.Header.Values(api.HeaderPlanFeatures) {
 		for _, f := range strings.Split(v, ",") {
 			switch f = strings.TrimSpace(f); {
@@ -88,10 +93,14 @@ func variantOf(r *http.Request, p plan.Gateway) variant {
 				local = true
 			case strings.EqualFold(f, api.PlanFeaturePatch):
 				patch = true
+			case strings.EqualFold(f, api.PlanFeatureRemotes):
+				remotes = true
 			}
 		}
 	}
 	switch {
+	case local && patch && remotes:
+		return withRemotes
 	case local && patch:
 		return withPatches
 	case local:
@@ -190,7 +199,7 @@ type answers struct {
 	// prev is the version before, until the delta from it is made;
 	// prevAnswers that version's answers (which know whether it is
 	// keyed).
-	prev        *plan.Gateway
+	prev        *plan.Held
 	prevAnswers *answers
 	// made is the delta from prev (without Local and sum) when the
 	// planning made it from plan.Update's edit.
@@ -211,11 +220,14 @@ type answers struct {
 	// planDelta is the delta from prev without Local and sum (nil when no
 	// delta can be made); localDeltas the Local's, by variant, made at the
 	// first watch of the variant from prevLocal (nil: none).
-	deltaDone   bool
-	planDelta   *plandelta.Delta
-	prevLocal   *plan.Local
-	localDeltas [variants]*localDelta
-	localDone   [variants]bool
+	deltaDone bool
+	planDelta *plandelta.Delta
+	// remotesDelta is planDelta with the remotes of its head's VXLAN
+	// ports edited from prev's (withRemotes); nil when it edits none.
+	remotesDelta *plandelta.Delta
+	prevLocal    *plan.Local
+	localDeltas  [variants]*localDelta
+	localDone    [variants]bool
 	// deltaBody and deltaZ are the pieces of the delta answer (and of it
 	// gzipped), by variant: with Local, the Local's delta is a piece of
 	// its own, shared by every answer.
@@ -231,7 +243,7 @@ func (a *answers) full(p planEntry, rotate int, v variant, lv *localVersion) ([]
 	defer a.mu.Unlock()
 	a.reset(rotate)
 	if a.fullBody == nil {
-		g := p.plan
+		g := p.held.Gateway()
 		g.Local = nil
 		js, err := json.Marshal(g)
 		if err != nil {
@@ -289,14 +301,20 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 		default:
 			// Each version's lists are checked once: as the new plan of
 			// one delta and, remembered, as the base of the next.
-			prevKeyed := before != nil && before.keyed(*prev) || before == nil && plandelta.Keyed(*prev)
-			if prevKeyed && a.keyed(p.plan) {
-				d := plandelta.DiffKeyed(*prev, p.plan, [sha256.Size]byte{}, nil)
+			old, new := prev.Gateway(), p.held.Gateway()
+			prevKeyed := before != nil && before.keyed(old) || before == nil && plandelta.Keyed(old)
+			if prevKeyed && a.keyed(new) {
+				d := plandelta.DiffKeyed(old, new, [sha256.Size]byte{}, nil)
 				a.planDelta = &d
 			}
 		}
-		if a.planDelta != nil && p.plan.Local != nil {
-			a.prevLocal = prev.Local
+		if a.planDelta != nil && p.held.Head.Local != nil {
+			a.prevLocal = prev.Head.Local
+		}
+		if a.planDelta != nil {
+			if d := a.planDelta.WithRemotesEdits(prev.Head); d.RemotesEdits != nil {
+				a.remotesDelta = &d
+			}
 		}
 	}
 	if a.planDelta == nil {
@@ -305,24 +323,27 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 	if v.local() && !a.localDone[v] {
 		a.localDone[v] = true
 		if a.prevLocal != nil && lv != nil {
-			a.localDeltas[v] = lv.deltaFrom(a.prevLocal, v == withPatches)
+			a.localDeltas[v] = lv.deltaFrom(a.prevLocal, v.patches())
 		}
 	}
 	if v.local() && a.localDeltas[v] == nil {
 		return nil, nil
 	}
 	if a.deltaBody[v] == nil {
-		// Sums of version 2: the plan's digest is the stored sum; without
-		// Local it is made from the digest without hashing the lists.
-		d := *a.planDelta
+		// The plan's digest is the stored sum; without Local it is made
+		// from the digest without hashing the lists.
+		d, headJSON := *a.planDelta, a.head
+		if v == withRemotes && a.remotesDelta != nil {
+			d, headJSON = *a.remotesDelta, nil // a head without its long remotes: encoded here
+		}
 		d.SumVersion = plandelta.SumVersion
 		if v.local() {
 			d.Sum = hex.EncodeToString(p.Sum[:])
 		} else {
-			bare := p.digest.Bare(p.plan)
+			bare := p.digest.BareHeld(p.held)
 			d.Sum = hex.EncodeToString(bare[:])
 		}
-		js, err := d.MarshalWithHead(a.head)
+		js, err := d.MarshalWithHead(headJSON)
 		if err != nil {
 			return nil, nil
 		}

@@ -139,11 +139,7 @@ func (m *Manager) postBandwidth(w http.ResponseWriter, r *http.Request) error {
 	if g := st.gateways[from]; g.PublicKey.IsZero() {
 		return fail(http.StatusConflict, "name", "gateway %s has not enrolled yet; no agent runs there to send the probes", from)
 	}
-	peer := false
-	for _, pp := range p.plan.Peers {
-		peer = peer || pp.Gateway == req.To
-	}
-	if !peer {
+	if _, peer := p.held.Peer(req.To); !peer {
 		return fail(http.StatusBadRequest, "to", "gateway %s has no link to %q; name one of its peers (fednet get links)", from, req.To)
 	}
 	mm := &measurement{Measurement: api.Measurement{ID: newID(), Kind: api.MeasurementBandwidth, To: req.To}, gateway: from, result: make(chan api.BandwidthResult, 1)}

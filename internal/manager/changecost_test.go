@@ -142,13 +142,13 @@ func changeCost(t testing.TB, n int, withAgents, check bool, dir string) {
 				h, ok := agents[name]
 				var body []byte
 				if ok && e.prevGen == h.gen {
-					parts, _ := e.answers.delta(e, 0, withPatches, cur.local)
+					parts, _ := e.answers.delta(e, 0, withRemotes, cur.local)
 					for _, p := range parts {
 						body = append(body, p...)
 					}
 				}
 				if body == nil {
-					parts, _, err := e.answers.full(e, 0, withPatches, cur.local)
+					parts, _, err := e.answers.full(e, 0, withRemotes, cur.local)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -176,7 +176,7 @@ func changeCost(t testing.TB, n int, withAgents, check bool, dir string) {
 			agentCPU = time.Since(t0)
 			if check {
 				for _, name := range names {
-					if got, want := jsonOf(t, agents[name].plan), jsonOf(t, cur.plans[name].plan); got != want {
+					if got, want := jsonOf(t, agents[name].plan), jsonOf(t, cur.plans[name].held.Gateway()); got != want {
 						t.Fatalf("%s: agent %s holds another plan than the manager's:\n got %.300s\nwant %.300s", what, name, got, want)
 					}
 				}

@@ -58,7 +58,7 @@ func (s *consoleSource) Snapshot(ctx context.Context) (console.Snapshot, error) 
 	resolveAll(st)
 	for name, p := range st.plans {
 		if p, ok := p.current(); ok {
-			plans[name] = p.plan
+			plans[name] = p.held.Gateway()
 		}
 	}
 	now := s.m.now()

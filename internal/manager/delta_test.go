@@ -32,8 +32,8 @@ func TestPlanDeltas(t *testing.T) {
 	}
 	path := gwPath(api.PathPlan, "gw-00")
 
-	sum2 := map[string]string{plandelta.SumHeader: "2"}
-	r := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred, header: sum2})
+	sums := map[string]string{plandelta.SumHeader: "2, 3"} // as fednet's client (two values, here in one)
+	r := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred, header: sums})
 	var d api.PlanResponse
 	if r.status != 200 || json.Unmarshal(r.body, &d) != nil || d.Delta == nil || d.Base != first.Generation || d.Generation != now.Generation {
 		t.Fatalf("watch with delta: %d %.300s", r.status, r.body)
@@ -41,10 +41,13 @@ func TestPlanDeltas(t *testing.T) {
 	if d.Delta.SumVersion != plandelta.SumVersion {
 		t.Errorf("the delta's sum is of version %d, want %d", d.Delta.SumVersion, plandelta.SumVersion)
 	}
-	// An agent that does not check sums of version 2 gets the whole plan.
-	old := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred})
-	if old.status != 200 || bytes.Contains(old.body, []byte(`"delta"`)) || !bytes.Contains(old.body, []byte(`"plan"`)) {
-		t.Errorf("a delta for a watch without %s: %d %.200s", plandelta.SumHeader, old.status, old.body)
+	// An agent that does not check sums of version 3 (none, or version 2
+	// alone: it predates version 3) gets the whole plan.
+	for _, header := range []map[string]string{nil, {plandelta.SumHeader: "2"}} {
+		old := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred, header: header})
+		if old.status != 200 || bytes.Contains(old.body, []byte(`"delta"`)) || !bytes.Contains(old.body, []byte(`"plan"`)) {
+			t.Errorf("a delta for a watch with %s %v: %d %.200s", plandelta.SumHeader, header, old.status, old.body)
+		}
 	}
 	full := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation), token: cred})
 	if bytes.Contains(full.body, []byte(`"delta"`)) || len(r.body)*5 > len(full.body) {
@@ -58,7 +61,7 @@ func TestPlanDeltas(t *testing.T) {
 		t.Errorf("the plan rebuilt from the delta differs from the manager's")
 	}
 	// A generation the manager holds no version of: the whole plan.
-	r = h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation-1) + "&delta=true", token: cred, header: sum2})
+	r = h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation-1) + "&delta=true", token: cred, header: sums})
 	if r.status != 200 || bytes.Contains(r.body, []byte(`"delta"`)) || !bytes.Contains(r.body, []byte(`"plan"`)) {
 		t.Errorf("delta from an unknown generation: %d %.200s", r.status, r.body)
 	}

@@ -43,10 +43,11 @@ func (m *Manager) getPlan(w http.ResponseWriter, r *http.Request) error {
 			return 0, nil, nil, noPlan(st, name)
 		}
 		return p.Generation, []string{planTopic(name)}, func() error {
-			// Deltas carry sums of version 2 (the store's): an agent that
-			// does not say it checks them gets whole plans.
-			sum2 := r.Header.Get(plandelta.SumHeader) == strconv.Itoa(plandelta.SumVersion)
-			return m.writePlan(w, r, st, p, wp.delta && wp.hasAfter && sum2, wp.after)
+			// Deltas carry sums of version plandelta.SumVersion (the
+			// store's): an agent that does not say it checks them gets
+			// whole plans.
+			checks := plandelta.Checks(r.Header.Values(plandelta.SumHeader), plandelta.SumVersion)
+			return m.writePlan(w, r, st, p, wp.delta && wp.hasAfter && checks, wp.after)
 		}, nil
 	})
 }
@@ -176,12 +177,12 @@ func (m *Manager) watch(w http.ResponseWriter, r *http.Request, wp watchParams, 
 // caller accepts gzip and it is not tiny.
 func (m *Manager) writePlan(w http.ResponseWriter, r *http.Request, st *state, p planEntry, wantDelta bool, after int64) error {
 	rotate := st.gateways[p.Gateway].RotateRequested
-	v := variantOf(r, p.plan)
+	v := variantOf(r, p.held.Head)
 	lv := st.local
 	if v.local() && lv == nil {
 		// Not reached (a state with plans has their Local); be safe.
 		var err error
-		if lv, err = newLocalVersion(p.plan.Local); err != nil {
+		if lv, err = newLocalVersion(p.held.Head.Local); err != nil {
 			return err
 		}
 	}
@@ -693,7 +694,7 @@ func links(st *state, reps map[string]report, now time.Time) []api.Link {
 			continue
 		}
 		for _, l := range rep.Links {
-			if !peerOf(p.plan, l.Peer) {
+			if !peerOf(p.held, l.Peer) {
 				continue
 			}
 			hs := l.LastHandshake

@@ -151,7 +151,7 @@ func (m *Manager) postHost(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, ok := plan.HostTunnelOf(p.plan, h.Name)
+	t, ok := plan.HostTunnelOf(p.held.Head, h.Name)
 	if !ok {
 		return fail(http.StatusInternalServerError, "", "host %s joined but its gateway's plan has no tunnel to it", h.Name)
 	}
@@ -310,7 +310,7 @@ func (m *Manager) getHostTunnel(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return 0, nil, nil, err
 		}
-		t, inPlan := plan.HostTunnelOf(p.plan, name)
+		t, inPlan := plan.HostTunnelOf(p.held.Head, name)
 		if !ok || !inPlan {
 			if err := plan.CheckHost(st.fed, planHost(h)); err != nil {
 				return 0, nil, nil, fail(http.StatusConflict, "", "%v", err)

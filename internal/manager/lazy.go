@@ -85,7 +85,7 @@ type lazyPlan struct {
 	name string
 
 	once   sync.Once
-	plan   plan.Gateway
+	held   plan.Held
 	digest plandelta.Digest
 	err    error
 	// computed is set once plan, digest and err are.
@@ -135,7 +135,7 @@ func computeLazy(src *planSource, ls []*lazyPlan) {
 				l.err = fmt.Errorf("planning %s: the spec and inputs give it no plan", name)
 			default:
 				g.Local = src.local.local
-				l.plan, l.digest = g, plandelta.NewDigestWithLocal(g, src.local.digest)
+				l.held, l.digest = plan.Hold(g), plandelta.NewDigestWithLocal(g, src.local.digest)
 			}
 		})
 	}
@@ -167,7 +167,7 @@ func (e planEntry) resolved() (planEntry, error) {
 	if e.lazy.err != nil {
 		return e, e.lazy.err
 	}
-	e.plan, e.digest, e.Sum = e.lazy.plan, e.lazy.digest, e.lazy.digest.Sum
+	e.held, e.digest, e.Sum = e.lazy.held, e.lazy.digest, e.lazy.digest.Sum
 	return e, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,10 +33,13 @@ func sitesSpec(n int) string {
 	return b.String()
 }
 
-var withLocalHeader = map[string]string{api.HeaderPlanFeatures: api.PlanFeatureLocal, plandelta.SumHeader: "2"}
+var withLocalHeader = map[string]string{api.HeaderPlanFeatures: api.PlanFeatureLocal, plandelta.SumHeader: sumVersion}
 
-// sum2Header announces sums of version 2 alone (deltas without Local).
-var sum2Header = map[string]string{plandelta.SumHeader: "2"}
+// sumVersion announces the sums the manager sends.
+var sumVersion = strconv.Itoa(plandelta.SumVersion)
+
+// sum2Header announces sums alone (deltas without Local).
+var sum2Header = map[string]string{plandelta.SumHeader: sumVersion}
 
 // planAnswer decodes a 200 plan answer.
 func planAnswer(t *testing.T, a answer) api.PlanResponse {
@@ -124,12 +128,12 @@ func TestPlanLocal(t *testing.T) {
 
 	// One Local delta for every gateway that had a plan before.
 	st := h.m.snapshot()
-	shared := st.plans["g000"].answers.localDeltas[withPatches]
+	shared := st.plans["g000"].answers.localDeltas[withRemotes]
 	if shared == nil {
 		t.Fatal("g000's answers hold no Local delta")
 	}
 	for name, e := range st.plans {
-		if name != "g300" && e.answers.localDeltas[withPatches] != shared {
+		if name != "g300" && e.answers.localDeltas[withRemotes] != shared {
 			t.Fatalf("gateway %s's answer has its own Local delta, not the one shared", name)
 		}
 	}
@@ -188,7 +192,7 @@ func TestClientPlanLocal(t *testing.T) {
 			if !noLocal && plandelta.NewDigest(p2.Plan).Sum != want.Sum {
 				t.Errorf("the client's plan with Local does not have the manager's sum")
 			}
-			if !plan.Equal(p2.Plan, want.plan) {
+			if !plan.Equal(p2.Plan, want.held.Gateway()) {
 				t.Errorf("the client's plan differs from the manager's")
 			}
 		})
@@ -213,7 +217,7 @@ func TestPlanPatchesOnlyWhenAnnounced(t *testing.T) {
 	now := planAnswer(t, h.do(req{method: "GET", path: path, token: cred, header: withLocalHeader}))
 	query := fmt.Sprintf("?after=%d&delta=true", first.Generation)
 
-	withPatch := map[string]string{api.HeaderPlanFeatures: "local, patch", plandelta.SumHeader: "2"}
+	withPatch := map[string]string{api.HeaderPlanFeatures: "local, patch", plandelta.SumHeader: sumVersion}
 	sizes := map[string]int{}
 	for _, c := range []struct {
 		name    string

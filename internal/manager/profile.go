@@ -3,8 +3,11 @@ package manager
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
+	"sync"
 
 	"github.com/fednet/fednet/internal/cpuprofile"
 )
@@ -25,24 +28,71 @@ const HeapProfileEnv = "FEDNET_MANAGER_HEAPPROFILE"
 // startProfile starts the CPU profile ProfileEnv asks for and returns
 // what stops it and writes the heap profile HeapProfileEnv asks for (a
 // no-op when the variables are unset; a profile that cannot be written
-// is logged).
+// is logged). While it runs, each SIGUSR1 (on Unix) ends the profile
+// being written and starts the next, PATH with ".N" before its
+// extension for the N-th signal: the control-plane bench signals before
+// each change, so that each change's profile holds its own work.
 func startProfile(logf func(string, ...any)) func() {
-	stop := func() {}
+	stopCPU := func() {}
 	if path := os.Getenv(ProfileEnv); path != "" {
-		var err error
-		if stop, err = cpuprofile.Start(path); err != nil {
-			logf("%s: %v", ProfileEnv, err)
-			stop = func() {}
+		p := &rotatingProfile{logf: logf}
+		p.start(path)
+		sig, release := profileSignals()
+		done := make(chan struct{})
+		go func() {
+			for n := 1; ; n++ {
+				select {
+				case <-done:
+					return
+				case <-sig:
+				}
+				ext := filepath.Ext(path)
+				p.start(fmt.Sprintf("%s.%d%s", strings.TrimSuffix(path, ext), n, ext))
+			}
+		}()
+		stopCPU = func() {
+			release()
+			close(done)
+			p.start("")
 		}
 	}
 	return func() {
-		stop()
+		stopCPU()
 		if path := os.Getenv(HeapProfileEnv); path != "" {
 			if err := writeHeapProfile(path); err != nil {
 				logf("%s: %v", HeapProfileEnv, err)
 			}
 		}
 	}
+}
+
+// rotatingProfile is the CPU profile being written, which start ends to
+// begin the next.
+type rotatingProfile struct {
+	logf func(string, ...any)
+
+	mu   sync.Mutex
+	stop func() // ends the profile being written; nil when none
+}
+
+// start ends the profile being written, if any, and starts writing one
+// to path (none for "").
+func (p *rotatingProfile) start(path string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stop != nil {
+		p.stop()
+		p.stop = nil
+	}
+	if path == "" {
+		return
+	}
+	stop, err := cpuprofile.Start(path)
+	if err != nil {
+		p.logf("%s: %v", ProfileEnv, err)
+		return
+	}
+	p.stop = stop
 }
 
 // writeHeapProfile writes a heap profile of this process to path, after

@@ -63,20 +63,20 @@ func checkReport(rep *api.StatusReport, st *state, name string, now time.Time) e
 			return bad(field("peer"), "required: the peer gateway's name")
 		case seen[l.Peer]:
 			return bad(field("peer"), "peer %q is reported twice", l.Peer)
-		case strict && !peerOf(p.plan, l.Peer):
+		case strict && !peerOf(p.held, l.Peer):
 			return bad(field("peer"), "%q is not a peer of gateway %s in its plan (generation %d); report the plan's peers only", l.Peer, name, p.Generation)
 		}
 		seen[l.Peer] = true
 		if err := checkLink(l, now, func(f, format string, args ...any) error { return bad(field(f), format, args...) }); err != nil {
 			return err
 		}
-		if l.Via != "" && !peerOf(p.plan, l.Via) {
+		if l.Via != "" && !peerOf(p.held, l.Via) {
 			if strict {
 				return bad(field("via"), "%q is not a peer of gateway %s in its plan (generation %d); name the peer that relays, or leave it out", l.Via, name, p.Generation)
 			}
 			l.Via = ""
 		}
-		if planned && peerOf(p.plan, l.Peer) {
+		if planned && peerOf(p.held, l.Peer) {
 			kept = append(kept, l)
 		}
 	}
@@ -195,6 +195,7 @@ func checkLink(l api.LinkStatus, now time.Time, bad func(field, format string, a
 func inRange(v, lo, hi float64) bool { return !math.IsNaN(v) && v >= lo && v <= hi }
 
 // peerOf reports whether peer is a peer of g.
-func peerOf(g plan.Gateway, peer string) bool {
-	return slices.ContainsFunc(g.Peers, func(p plan.Peer) bool { return p.Gateway == peer })
+func peerOf(h plan.Held, peer string) bool {
+	_, ok := h.Peer(peer)
+	return ok
 }

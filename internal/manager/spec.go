@@ -258,12 +258,12 @@ func planDiff(res result, from, to int) string {
 		fromLabel, toLabel := fmt.Sprintf("%s (revision %d)", name, from), fmt.Sprintf("%s (revision %d)", name, to)
 		var textA, textC string
 		if okA {
-			textA = a.String()
+			textA = a.Gateway().String()
 		} else {
 			fromLabel = name + " (no plan)"
 		}
 		if okC {
-			textC = c.String()
+			textC = c.Gateway().String()
 		} else {
 			toLabel = name + " (no plan: removed from the federation)"
 		}

@@ -39,7 +39,8 @@ type state struct {
 // version before, which deltas are made from.
 type planEntry struct {
 	store.Plan
-	plan plan.Gateway
+	// held is the plan, its lists in chunks that the versions share.
+	held plan.Held
 	// digest is the plan's digest (its Sum is Plan.Sum), from which the
 	// next version's is made in the size of the change.
 	digest plandelta.Digest
@@ -73,7 +74,7 @@ func encodeDeltas(st *state, names []string) {
 	parallel(len(todo), func(i int) {
 		e := todo[i]
 		// Encoded ahead in the variant agents of this version take.
-		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withPatches, st.local)
+		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withRemotes, st.local)
 	})
 	if st.local != nil {
 		st.local.forgetBases()
@@ -84,13 +85,13 @@ func encodeDeltas(st *state, names []string) {
 // following old (the entry before, if any); c.delta, when set, is the
 // delta from old's plan.
 func newEntry(p store.Plan, c computed, old planEntry, hadOld bool) planEntry {
-	e := planEntry{Plan: p, plan: c.plan, digest: c.digest, answers: &answers{head: c.head}}
+	e := planEntry{Plan: p, held: c.held, digest: c.digest, answers: &answers{head: c.head}}
 	if hadOld {
 		// A lazy plan never computed has no version to make deltas from.
 		old, hadOld = old.current()
 	}
 	if hadOld && old.Generation < p.Generation {
-		prev := old.plan
+		prev := old.held
 		e.prevGen = old.Generation
 		e.answers.prev, e.answers.prevAnswers, e.answers.made = &prev, old.answers, c.delta
 	}
@@ -218,7 +219,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 		plans = make(map[string]computed, len(cur.plans))
 		for name, p := range cur.plans {
 			if p, ok := p.current(); ok {
-				plans[name] = computed{plan: p.plan, digest: p.digest}
+				plans[name] = computed{held: p.held, digest: p.digest}
 			}
 		}
 	} else {
@@ -261,7 +262,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 	for name, e := range next.plans {
 		if c, ok := plans[name]; ok && e.Sum != c.digest.Sum {
 			differ = append(differ, name)
-			e.plan, e.Sum, e.digest, e.answers, e.lazy = c.plan, c.digest.Sum, c.digest, &answers{head: c.head}, nil
+			e.held, e.Sum, e.digest, e.answers, e.lazy = c.held, c.digest.Sum, c.digest, &answers{head: c.head}, nil
 			next.plans[name] = e
 		}
 	}
@@ -281,7 +282,7 @@ func planned(ev store.Event) bool {
 // computed is a plan computePlans made, with its digest, and the delta
 // from the plan before when plan.Update edited it.
 type computed struct {
-	plan   plan.Gateway
+	held   plan.Held
 	digest plandelta.Digest
 	delta  *plandelta.Delta
 	// head is the plan's head as JSON (plandelta.HeadJSON), encoded once
@@ -301,22 +302,26 @@ func computePlans(prev, st *state, want func(gateway string) bool) (out map[stri
 		return out, "no spec", nil
 	}
 	in := inputs(st.fed, st.gateways, st.hosts)
-	var plans []plan.Gateway
+	var plans []plan.Held
 	var edits []*plan.Edit
 	why := "no plans before"
 	var prevPlans map[string]planEntry // prev's plans at hand (lazy ones computed)
 	if prev != nil && prev.fed != nil {
 		prevPlans = make(map[string]planEntry, len(prev.plans))
-		before := make([]plan.Gateway, 0, len(prev.plans))
+		before := make([]plan.Held, 0, len(prev.plans))
 		for name, e := range prev.plans {
 			if e, ok := e.current(); ok {
 				prevPlans[name] = e
-				before = append(before, e.plan)
+				before = append(before, e.held)
 			}
 		}
-		plans, edits, why, err = plan.UpdateExplained(prev.fed, inputs(prev.fed, prev.gateways, prev.hosts), before, st.fed, in, want)
+		plans, edits, why, err = plan.UpdateHeld(prev.fed, inputs(prev.fed, prev.gateways, prev.hosts), before, st.fed, in, want)
 	} else {
-		plans, err = plan.ComputeOnly(st.fed, in, want)
+		var whole []plan.Gateway
+		whole, err = plan.ComputeOnly(st.fed, in, want)
+		for _, g := range whole {
+			plans = append(plans, plan.Hold(g))
+		}
 		edits = make([]*plan.Edit, len(plans))
 	}
 	if err != nil {
@@ -324,11 +329,16 @@ func computePlans(prev, st *state, want func(gateway string) bool) (out map[stri
 	}
 	// Every plan carries the federation and the inputs, so that its agent
 	// can plan the failures it detects (docs/resilience.md).
-	plan.AttachLocal(plans, st.fed, in)
+	if len(plans) > 0 {
+		l := plan.NewLocal(st.fed, in)
+		for i := range plans {
+			plans[i].Head.Local = l
+		}
+	}
 	st.local = nil
 	switch {
 	case len(plans) > 0:
-		if st.local, err = newLocalVersion(plans[0].Local); err != nil {
+		if st.local, err = newLocalVersion(plans[0].Head.Local); err != nil {
 			return nil, "", err
 		}
 	case want != nil:
@@ -339,23 +349,23 @@ func computePlans(prev, st *state, want func(gateway string) bool) (out map[stri
 	}
 	made := make([]computed, len(plans))
 	parallel(len(plans), func(i int) {
-		g := plans[i]
-		made[i].plan = g
-		if js, err := plandelta.HeadJSON(g); err == nil {
+		h := plans[i]
+		made[i].held = h
+		if js, err := plandelta.HeadJSON(h.Head); err == nil {
 			made[i].head = js
 		}
-		old, ok := prevPlans[g.Name]
+		old, ok := prevPlans[h.Head.Name]
 		if edits[i] == nil || !ok {
-			made[i].digest = plandelta.NewDigestWithHead(g, st.local.digest, made[i].head)
+			made[i].digest = plandelta.NewDigestHeld(h, st.local.digest, made[i].head)
 			return
 		}
-		d := plandelta.FromEdit(old.plan, g, *edits[i], [32]byte{})
-		made[i].digest = old.digest.EditedWithHead(old.plan, g, d, st.local.digest, made[i].head)
+		d := plandelta.FromEdit(old.held.Head, h.Head, *edits[i], [32]byte{})
+		made[i].digest = old.digest.EditedHeld(old.held, h, d, st.local.digest, made[i].head)
 		made[i].delta = &d // its Local and sum are added when it is sent
 	})
 	edited := 0
 	for _, c := range made {
-		out[c.plan.Name] = c
+		out[c.held.Head.Name] = c
 		if c.delta != nil {
 			edited++
 		}
@@ -489,7 +499,7 @@ type result struct {
 	// sorted.
 	affected []string
 	// old and new are the plans before and after, by gateway.
-	old, new map[string]plan.Gateway
+	old, new map[string]plan.Held
 	// how says how the plans were computed (computePlans), "" when they
 	// were not (the planner's inputs did not change).
 	how string
@@ -500,7 +510,7 @@ type result struct {
 // gateways that no longer have one are deleted. It stores nothing.
 func preview(u *update, cur *state) (result, error) {
 	next := u.next
-	res := result{old: map[string]plan.Gateway{}, new: map[string]plan.Gateway{}}
+	res := result{old: map[string]plan.Held{}, new: map[string]plan.Held{}}
 	// The sums stored are every plan's: this manager plans every gateway,
 	// from every plan before.
 	t := time.Now()
@@ -509,7 +519,7 @@ func preview(u *update, cur *state) (result, error) {
 	t = time.Now()
 	for name, p := range cur.plans {
 		if p, ok := p.current(); ok {
-			res.old[name] = p.plan
+			res.old[name] = p.held
 		}
 	}
 	var made map[string]computed
@@ -519,7 +529,7 @@ func preview(u *update, cur *state) (result, error) {
 		made = map[string]computed{}
 		for name, p := range cur.plans {
 			if p, ok := p.current(); ok {
-				made[name] = computed{plan: p.plan, digest: p.digest}
+				made[name] = computed{held: p.held, digest: p.digest}
 			}
 		}
 	} else {
@@ -533,7 +543,7 @@ func preview(u *update, cur *state) (result, error) {
 	plans := map[string]planEntry{}
 	for _, name := range slices.Sorted(maps.Keys(made)) {
 		c := made[name]
-		res.new[name] = c.plan
+		res.new[name] = c.held
 		old, ok := cur.plans[name]
 		if ok && old.Sum == c.digest.Sum && !u.bump[name] {
 			plans[name] = old

@@ -160,8 +160,8 @@ type index struct {
 	colorsOnce sync.Once
 	colors     map[Edge]int // edgeColors
 
-	mu        sync.Mutex              // guards bridgeNet
-	bridgeNet map[bridgeKey]bridgeNet // per network (and part): see bridges
+	mu        sync.Mutex                // guards bridgeNet
+	bridgeNet map[bridgeKey]*bridgeOnce // per network (and part): see bridges
 }
 
 // forest is a spanning forest (spanningForest) with the root of each
@@ -177,7 +177,7 @@ func (sf *forest) root(site string) string { return sf.roots[site] }
 
 func newIndex(f *spec.Federation) *index {
 	x := &index{sites: map[string]*spec.Site{}, siteIndex: map[string]int{}, links: map[SitePair]*spec.Link{}, routed: map[string][]string{},
-		v6: map[*spec.Gateway]bool{}, bridgeNet: map[bridgeKey]bridgeNet{}, first: make([]int, len(f.Sites))}
+		v6: map[*spec.Gateway]bool{}, bridgeNet: map[bridgeKey]*bridgeOnce{}, first: make([]int, len(f.Sites))}
 	x.prefixes = []sitePrefix{}
 	x.vias = f.ExternalVias()
 	for i := range f.Sites {
@@ -920,10 +920,13 @@ type siteAddr struct {
 
 // bridgeNetwork returns what the bridges of network n share.
 func (v view) bridgeNetwork(n spec.Network) bridgeNet {
-	key := bridgeKey{network: n.Name}
-	if b, ok := v.idx.cached(key); ok {
-		return b
-	}
+	// Made once per planning (the gateways planned at once wait for it):
+	// at 1000 sites it is a million link and MTU checks.
+	return v.idx.once(bridgeKey{network: n.Name}, func() bridgeNet { return v.newBridgeNetwork(n) })
+}
+
+// newBridgeNetwork computes bridgeNetwork(n).
+func (v view) newBridgeNetwork(n spec.Network) bridgeNet {
 	inSpec := map[string]bool{}
 	for _, s := range n.Sites {
 		inSpec[s] = true
@@ -953,24 +956,48 @@ func (v view) bridgeNetwork(n spec.Network) bridgeNet {
 		slices.SortFunc(b.remotes, func(x, y siteAddr) int { return x.addr.Compare(y.addr) })
 		b.mtu, b.mtuReason = v.bridgeMTU(b.isMember, b.isMember)
 	}
-	v.idx.cache(key, b)
 	return b
 }
 
-// cached returns the bridgeNet of key, computed before.
-func (x *index) cached(key bridgeKey) (bridgeNet, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	b, ok := x.bridgeNet[key]
-	return b, ok
+// bridgeOnce is the bridgeNet of one key, made once.
+type bridgeOnce struct {
+	once sync.Once
+	made atomic.Bool // b is set
+	b    bridgeNet
 }
 
-// cache keeps the bridgeNet of key. Two goroutines may compute the same
-// one; both get the same value.
-func (x *index) cache(key bridgeKey, b bridgeNet) {
+// once returns the bridgeNet of key, made by build the first time it is
+// asked for (a second caller meanwhile waits for it).
+func (x *index) once(key bridgeKey, build func() bridgeNet) bridgeNet {
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.bridgeNet[key] = b
+	e, ok := x.bridgeNet[key]
+	if !ok {
+		e = &bridgeOnce{}
+		x.bridgeNet[key] = e
+	}
+	x.mu.Unlock()
+	e.once.Do(func() {
+		e.b = build()
+		e.made.Store(true)
+	})
+	return e.b
+}
+
+// cached returns the bridgeNet of key, made before.
+func (x *index) cached(key bridgeKey) (bridgeNet, bool) {
+	x.mu.Lock()
+	e, ok := x.bridgeNet[key]
+	x.mu.Unlock()
+	if !ok || !e.made.Load() {
+		return bridgeNet{}, false
+	}
+	return e.b, true
+}
+
+// cache keeps the bridgeNet of key, unless one is kept already (two
+// goroutines may compute the same one; both get the same value).
+func (x *index) cache(key bridgeKey, b bridgeNet) {
+	x.once(key, func() bridgeNet { return b })
 }
 
 // bridgePart returns the relay tree of the part of network n (not a mesh)

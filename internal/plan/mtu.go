@@ -116,6 +116,10 @@ func NetworkMTUFromUnderlay(underlay int, outer Family, in MTUInputs) (int, stri
 	return networkMTU(tunnel, "tunnel ("+why+")", in)
 }
 
+// maxSegmentTerms is how many plain segments of one MTU a reason names
+// one by one; more are one term.
+const maxSegmentTerms = 8
+
 type mtuTerm struct {
 	label string // names the term in "limited by"
 	text  string // the term written out
@@ -133,12 +137,39 @@ func networkMTU(tunnel int, tunnelText string, in MTUInputs) (int, string) {
 
 	segs := slices.Clone(in.Segments)
 	slices.SortStableFunc(segs, func(a, b Segment) int { return cmp.Compare(a.Site, b.Site) })
+	// Plain segments of one MTU are one term when there are many (a
+	// network over a thousand sites would otherwise name each in every
+	// gateway's plan).
+	type plain struct {
+		mtu int
+		def string
+	}
+	var alike map[plain][]string
+	for _, s := range segs {
+		if s.Neighbors == 0 {
+			if alike == nil {
+				alike = map[plain][]string{}
+			}
+			k := plain{s.MTU, ""}
+			if s.MTU == 0 {
+				k = plain{DefaultSegmentMTU, " (default)"}
+			}
+			alike[k] = append(alike[k], s.Site)
+		}
+	}
 	for _, s := range segs {
 		mtu, def := s.MTU, ""
 		if mtu == 0 {
 			mtu, def = DefaultSegmentMTU, " (default)"
 		}
 		if s.Neighbors == 0 {
+			if sites := alike[plain{mtu, def}]; len(sites) > maxSegmentTerms {
+				if sites[0] == s.Site {
+					label := fmt.Sprintf("%d segments (%s to %s)", len(sites), sites[0], sites[len(sites)-1])
+					terms = append(terms, mtuTerm{label: label, text: fmt.Sprintf("%s %d%s", label, mtu, def), mtu: mtu})
+				}
+				continue
+			}
 			terms = append(terms, mtuTerm{
 				label: "segment " + s.Site,
 				text:  fmt.Sprintf("segment %s %d%s", s.Site, mtu, def),

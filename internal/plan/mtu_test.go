@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,6 +139,11 @@ func TestNetworkMTU(t *testing.T) {
 			want: 1360, reason: "= 1360, limited by segment a",
 		},
 		{
+			name: "many segments of one MTU are one term", tunnel: 1440,
+			in:   plan.MTUInputs{Bridged: true, Segments: manySegments(12, 1380, plan.Segment{Site: "s05", MTU: 1500}, plan.Segment{Site: "s99"})},
+			want: 1380, reason: "min(tunnel 1440 - VXLAN/IPv4 50 = 1390, 11 segments (s00 to s11) 1380, segment s05 1500, segment s99 1500 (default)) = 1380, limited by 11 segments (s00 to s11)",
+		},
+		{
 			name: "a tie names every limiting term", tunnel: 1440,
 			in:   plan.MTUInputs{Bridged: true, Segments: []plan.Segment{{Site: "b", MTU: 1390}, {Site: "a", MTU: 1440, Neighbors: plan.IPv4}}},
 			want: 1390, reason: "= 1390, limited by tunnel and neighbor tunnels at a and segment b",
@@ -162,4 +168,24 @@ func TestFamilyString(t *testing.T) {
 			t.Errorf("Family(%d).String() = %q, want %q", uint8(f), got, want)
 		}
 	}
+}
+
+// manySegments returns n segments s00, s01, ... of MTU mtu, but where
+// other names one.
+func manySegments(n, mtu int, other ...plan.Segment) []plan.Segment {
+	var out []plan.Segment
+	for i := range n {
+		name := fmt.Sprintf("s%02d", i)
+		if j := slices.IndexFunc(other, func(s plan.Segment) bool { return s.Site == name }); j >= 0 {
+			out = append(out, other[j])
+			continue
+		}
+		out = append(out, plan.Segment{Site: name, MTU: mtu})
+	}
+	for _, s := range other {
+		if !slices.ContainsFunc(out, func(o plan.Segment) bool { return o.Site == s.Site }) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

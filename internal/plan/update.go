@@ -60,9 +60,74 @@ func UpdateOnly(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.F
 // plan whole, when it did (why is "" when it edited the plans it could:
 // the edits of the others are nil). A manager logs it with its planning.
 func UpdateExplained(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *spec.Federation, in Inputs, want func(gateway string) bool) (plans []Gateway, edits []*Edit, why string, err error) {
-	whole := func(reason string) ([]Gateway, []*Edit, string, error) {
+	held := make([]Held, len(prev))
+	for i := range prev {
+		held[i] = Hold(prev[i])
+	}
+	hs, edits, why, err := UpdateHeld(prevF, prevIn, held, f, in, want)
+	if err != nil {
+		return nil, nil, why, err
+	}
+	if hs != nil {
+		plans = make([]Gateway, len(hs))
+		for i := range hs {
+			plans[i] = hs[i].Gateway()
+		}
+	}
+	return plans, edits, why, nil
+}
+
+// Held is a plan as a manager holds it from one change to the next: its
+// head (the plan without its peers, routes and flows, whose Local and
+// remote prefixes it keeps) and those three lists as Chunks, which
+// UpdateHeld shares between versions: a change that concerns one site of
+// a full mesh of N copies a chunk of each list of each plan, not N
+// entries. It is a value, like a Gateway.
+type Held struct {
+	Head   Gateway
+	Peers  Chunks[Peer]
+	Routes Chunks[Route]
+	Flows  Chunks[Flow]
+}
+
+// Hold returns g as a Held, sharing g's lists.
+func Hold(g Gateway) Held {
+	h := Held{Head: g, Peers: ChunksOf(g.Peers), Routes: ChunksOf(g.Routes), Flows: ChunksOf(g.Firewall.Flows)}
+	h.Head.Peers, h.Head.Routes, h.Head.Firewall.Flows = nil, nil, nil
+	return h
+}
+
+// Gateway returns the plan h holds, its lists made of the chunks (a
+// copy of them, but for lists of one chunk).
+func (h Held) Gateway() Gateway {
+	g := h.Head
+	g.Peers, g.Routes, g.Firewall.Flows = h.Peers.Slice(), h.Routes.Slice(), h.Flows.Slice()
+	return g
+}
+
+// Peer returns h's peer of gateway name.
+func (h Held) Peer(name string) (Peer, bool) {
+	i, ok := SearchChunks(h.Peers, name, func(p Peer, n string) int { return cmp.Compare(p.Gateway, n) })
+	if !ok {
+		return Peer{}, false
+	}
+	return h.Peers.At(i), true
+}
+
+// UpdateHeld is UpdateExplained on plans held as Held: the plans it
+// edits share the chunks of their lists that the change left alone with
+// the plans before (prev is not modified).
+func UpdateHeld(prevF *spec.Federation, prevIn Inputs, prev []Held, f *spec.Federation, in Inputs, want func(gateway string) bool) (plans []Held, edits []*Edit, why string, err error) {
+	whole := func(reason string) ([]Held, []*Edit, string, error) {
 		out, err := ComputeOnly(f, in, want)
-		return out, make([]*Edit, len(out)), reason, err
+		var held []Held
+		if out != nil {
+			held = make([]Held, len(out))
+			for i := range out {
+				held[i] = Hold(out[i])
+			}
+		}
+		return held, make([]*Edit, len(out)), reason, err
 	}
 	if prevF == nil || f == nil {
 		return whole("no plans before")
@@ -108,13 +173,13 @@ func UpdateExplained(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *s
 		}
 	}
 	gone.sites = dirty
-	before := make(map[string]*Gateway, len(prev))
+	before := make(map[string]*Held, len(prev))
 	for i := range prev {
-		before[prev[i].Name] = &prev[i]
+		before[prev[i].Head.Name] = &prev[i]
 	}
 
 	jobs := wanted(gatewayJobs(f, in), want)
-	out := make([]Gateway, len(jobs))
+	out := make([]Held, len(jobs))
 	edits = make([]*Edit, len(jobs))
 	errs := make([]error, len(jobs))
 	var unkeyed atomic.Bool
@@ -123,7 +188,9 @@ func UpdateExplained(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *s
 		a := planArgs{v: v, keys: keys, rt: rt, site: site, self: self}
 		old, had := before[self.Name]
 		if !had || dirty[site.Name] {
-			out[i], errs[i] = gatewayPlan(a)
+			var g Gateway
+			g, errs[i] = gatewayPlan(a)
+			out[i] = Hold(g)
 			return
 		}
 		a.only = only
@@ -152,9 +219,9 @@ func UpdateExplained(prevF *spec.Federation, prevIn Inputs, prev []Gateway, f *s
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(out[a].Name, out[b].Name) })
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(out[a].Head.Name, out[b].Head.Name) })
 	unsorted := edits
-	plans, edits = make([]Gateway, len(out)), make([]*Edit, len(out))
+	plans, edits = make([]Held, len(out)), make([]*Edit, len(out))
 	for i, j := range order {
 		plans[i], edits[i] = out[j], unsorted[j]
 	}
@@ -325,49 +392,49 @@ type touched struct {
 // sites alone) with the lists of old, less the entries of the touched
 // sites, merged in; ok is false when two entries of a list would have the
 // same key (then the caller computes the plan whole).
-func splice(old, part Gateway, t *touched) (Gateway, *Edit, bool) {
-	g := part
+func splice(old Held, part Gateway, t *touched) (Held, *Edit, bool) {
+	g := Hold(part)
 	e := &Edit{Peers: part.Peers, Routes: part.Routes, Flows: part.Firewall.Flows}
 	comparePeer := func(a, b Peer) int { return cmp.Compare(a.Gateway, b.Gateway) }
 	compareRoute := func(a, b Route) int { return comparePrefix(a.Destination, b.Destination) }
 
 	var drop []int
 	for _, name := range t.gateways {
-		if i, ok := slices.BinarySearchFunc(old.Peers, name, func(p Peer, n string) int { return cmp.Compare(p.Gateway, n) }); ok && t.sites[old.Peers[i].Site] {
+		if i, ok := SearchChunks(old.Peers, name, func(p Peer, n string) int { return cmp.Compare(p.Gateway, n) }); ok && t.sites[old.Peers.At(i).Site] {
 			drop = append(drop, i)
 		}
 	}
 	var ok1, ok2, ok3 bool
-	g.Peers, e.PeersGone, ok1 = spliceList(old.Peers, sortedSet(drop), part.Peers, comparePeer)
+	g.Peers, e.PeersGone, ok1 = spliceChunks(old.Peers, sortedSet(drop), part.Peers, comparePeer)
 
 	drop = drop[:0]
 	for _, list := range [][]netip.Prefix{t.prefixes, t.transit} {
 		for _, p := range list {
-			i, ok := slices.BinarySearchFunc(old.Routes, p, func(r Route, p netip.Prefix) int { return comparePrefix(r.Destination, p) })
-			if ok && slices.Contains(t.gateways, old.Routes[i].Via) {
+			i, ok := SearchChunks(old.Routes, p, func(r Route, p netip.Prefix) int { return comparePrefix(r.Destination, p) })
+			if ok && slices.Contains(t.gateways, old.Routes.At(i).Via) {
 				drop = append(drop, i)
 			}
 		}
 	}
-	g.Routes, e.RoutesGone, ok2 = spliceList(old.Routes, sortedSet(drop), part.Routes, compareRoute)
+	g.Routes, e.RoutesGone, ok2 = spliceChunks(old.Routes, sortedSet(drop), part.Routes, compareRoute)
 
 	// A flow of a gateway whose site the change left alone is between one
 	// of its own prefixes (Local) and a prefix of another site.
 	drop = drop[:0]
-	flows := old.Firewall.Flows
+	flows := old.Flows
 	for _, p := range t.prefixes {
-		i, _ := slices.BinarySearchFunc(flows, Flow{Source: p}, compareFlowKey)
-		for ; i < len(flows) && flows[i].Source == p; i++ {
+		i, _ := SearchChunks(flows, Flow{Source: p}, compareFlowKey)
+		for ; i < flows.Len() && flows.At(i).Source == p; i++ {
 			drop = append(drop, i)
 		}
 		for _, own := range part.Firewall.Local {
-			if i, ok := slices.BinarySearchFunc(flows, Flow{Source: own, Destination: p}, compareFlowKey); ok {
+			if i, ok := SearchChunks(flows, Flow{Source: own, Destination: p}, compareFlowKey); ok {
 				drop = append(drop, i)
 			}
 		}
 	}
-	g.Firewall.Flows, e.FlowsGone, ok3 = spliceList(flows, sortedSet(drop), part.Firewall.Flows, compareFlowKey)
-	g.Forwarding = len(g.Routes) > 0
+	g.Flows, e.FlowsGone, ok3 = spliceChunks(flows, sortedSet(drop), part.Firewall.Flows, compareFlowKey)
+	g.Head.Forwarding = g.Routes.Len() > 0
 	return g, e, ok1 && ok2 && ok3
 }
 
@@ -383,51 +450,4 @@ func compareFlowKey(a, b Flow) int {
 		return c
 	}
 	return comparePrefix(a.Destination, b.Destination)
-}
-
-// spliceList returns old, sorted by key (compare), less the entries at
-// the indexes drop (sorted), with add (sorted) merged in, as a new list
-// (never nil; old itself when nothing changes), copied in runs; gone are the dropped entries whose key add
-// lacks. ok is false when a key would be twice.
-func spliceList[T any](old []T, drop []int, add []T, compare func(a, b T) int) (out, gone []T, ok bool) {
-	if len(drop) == 0 && len(add) == 0 {
-		return old, nil, true // unchanged: shared (plans are values)
-	}
-	for i := 1; i < len(add); i++ {
-		if compare(add[i-1], add[i]) >= 0 {
-			return nil, nil, false
-		}
-	}
-	out = make([]T, 0, len(old)-len(drop)+len(add))
-	d := 0 // drop[d] is the next index to skip
-	// keep appends old[from:to] less the dropped entries.
-	keep := func(from, to int) {
-		for ; d < len(drop) && drop[d] < from; d++ {
-		}
-		for ; d < len(drop) && drop[d] < to; d++ {
-			out = append(out, old[from:drop[d]]...)
-			from = drop[d] + 1
-		}
-		out = append(out, old[from:to]...)
-	}
-	from := 0
-	for _, x := range add {
-		i, found := slices.BinarySearchFunc(old, x, compare)
-		if _, dropped := slices.BinarySearch(drop, i); found && !dropped {
-			return nil, nil, false
-		}
-		keep(from, i)
-		from = i
-		if found {
-			from = i + 1
-		}
-		out = append(out, x)
-	}
-	keep(from, len(old))
-	for _, i := range drop {
-		if _, found := slices.BinarySearchFunc(add, old[i], compare); !found {
-			gone = append(gone, old[i])
-		}
-	}
-	return out, gone, true
 }

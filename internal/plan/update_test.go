@@ -226,8 +226,10 @@ func clone[K comparable, V any](m map[K]V) map[K]V {
 
 // TestUpdateEqualsCompute: over random sequences of spec and input changes,
 // Update's plans are Compute's, and each edit turns the previous plan's
-// lists into the new plan's.
+// lists into the new plan's; so are UpdateHeld's plans held in chunks from
+// one change to the next.
 func TestUpdateEqualsCompute(t *testing.T) {
+	defer plan.SetChunkSize(3)() // so that these small plans span several chunks
 	steps, edited, whole, invalid := 0, 0, 0, 0
 	for seed := range 40 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
@@ -247,6 +249,12 @@ func TestUpdateEqualsCompute(t *testing.T) {
 		prev, err := plan.Compute(prevF, prevIn)
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
+		}
+		// The plans held in chunks from step to step (UpdateHeld, as a
+		// manager holds them).
+		var prevHeld []plan.Held
+		for _, g := range prev {
+			prevHeld = append(prevHeld, plan.Hold(g))
 		}
 		for step := range 30 {
 			if len(r.sites) < 3 {
@@ -273,6 +281,18 @@ func TestUpdateEqualsCompute(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d step %d (%s): Update's plans differ from Compute's:\n%s", seed, step, what, firstDifference(got, want))
 			}
+			held, _, _, err := plan.UpdateHeld(prevF, prevIn, prevHeld, f, in, nil)
+			if err != nil {
+				t.Fatalf("seed %d step %d (%s): UpdateHeld: %v", seed, step, what, err)
+			}
+			var fromHeld []plan.Gateway
+			for _, h := range held {
+				fromHeld = append(fromHeld, h.Gateway())
+			}
+			if !reflect.DeepEqual(fromHeld, want) {
+				t.Fatalf("seed %d step %d (%s): the plans held from step to step differ from Compute's:\n%s", seed, step, what, firstDifference(fromHeld, want))
+			}
+			prevHeld = held
 			if len(edits) != len(got) {
 				t.Fatalf("seed %d step %d: %d edits for %d plans", seed, step, len(edits), len(got))
 			}

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -16,65 +19,116 @@ import (
 	"github.com/fednet/fednet/internal/spec"
 )
 
-// SumVersion is the version of the sum Digest makes, which deltas carry
+// SumVersion is the version of the sums Digest makes, which deltas carry
 // (Delta.SumVersion). Version 1 (Sum) hashes a plan's lists entry by entry
 // in order: checking a delta costs the whole plan. Version 2 hashes each
 // entry on its own and adds the hashes of a list together, so that a delta
 // changes a list's digest by the entries it sets and drops: a manager and
 // an agent that hold a plan's Digest check the next plan in the size of
-// the delta. An agent says it takes version 2 with the request header
-// SumHeader; an older agent gets whole plans.
-const SumVersion = 2
+// the delta. Version 3 is version 2 with the Local's sites, the rest of
+// the Local and the plan's head hashed in a binary form of their JSON
+// (canon.go) rather than their JSON, made in about half the time: a
+// change of every site (a network added over all of them) has each agent
+// hash every site of its Local again. An agent says which versions it
+// checks with the request header SumHeader (fednet's sends 2 and 3); a
+// manager sends deltas with sums of the version it stores, and whole
+// plans to an agent that does not check that version.
+const SumVersion = 3
 
-// SumHeader is the request header with which a plan watch asks for deltas
-// carrying sums of version SumVersion ("2").
+// SumHeader is the request header with which a plan watch says which sum
+// versions (2, 3: one a value, or a comma-separated list) it checks
+// deltas against.
 const SumHeader = "Fednet-Plan-Sum"
 
-// Digest is the sum of version 2 of a plan with what updating it needs:
-// per long list (peers, routes, flows, remote prefixes) the sum, modulo
-// 2^64, of the 64-bit xxHash of each entry's binary form (that of Sum);
-// Sum is SHA-256 over the version, the plan's head as JSON, each list's
-// length and digest, and when the plan has a Local, SumLocal of it. It detects a delta applied to the wrong base
-// or rebuilt wrongly (a chance of 2^-64 per list to miss), not forgery:
-// the manager is authenticated by TLS.
+// Checks reports whether the values of a request's SumHeader name
+// version v.
+func Checks(header []string, v int) bool {
+	want := strconv.Itoa(v)
+	for _, h := range header {
+		for f := range strings.SplitSeq(h, ",") {
+			if strings.TrimSpace(f) == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Digest is the sum of version 2 or 3 of a plan with what updating it
+// needs: per long list (peers, routes, flows, remote prefixes) the sum,
+// modulo 2^64, of the 64-bit xxHash of each entry's binary form (that of
+// Sum); Sum is SHA-256 over the version, the plan's head (as JSON in
+// version 2, in its binary form in version 3), each list's length and
+// digest, and when the plan has a Local, the LocalDigest's Sum. It
+// detects a delta applied to the wrong base or rebuilt wrongly (a chance
+// of 2^-64 per list to miss), not forgery: the manager is authenticated
+// by TLS.
 type Digest struct {
-	Lists [4]uint64
-	Sum   [sha256.Size]byte
+	// Version is the sum version, 2 or 3.
+	Version int
+	Lists   [4]uint64
+	Sum     [sha256.Size]byte
 	// Local is the digest of the plan's Local, nil when it has none.
 	// Plans of one planning share theirs; it is never written to.
 	Local *LocalDigest
 }
 
-// LocalDigest is the digest of a plan's Local in sums of version 2: the
-// 64-bit xxHash of each site's JSON, in the federation's order, and Sum,
-// SHA-256 over the Local without its sites as JSON and those hashes. A
-// LocalDelta changes it by the sites it inserts (the sites it copies keep
-// their hashes), so an agent checks a Local rebuilt from a delta without
-// encoding the whole federation again.
+// LocalDigest is the digest of a plan's Local: the 64-bit xxHash of each
+// site (its JSON in version 2, its binary form in version 3), in the
+// federation's order, and Sum, SHA-256 over the Local without its sites
+// (in the same form) and those hashes. A LocalDelta changes it by the
+// sites it inserts or patches (the sites it copies keep their hashes), so
+// an agent checks a Local rebuilt from a delta without encoding the whole
+// federation again.
 type LocalDigest struct {
-	Sites []uint64
-	Sum   [sha256.Size]byte
+	Version int
+	Sites   []uint64
+	Sum     [sha256.Size]byte
 }
 
-// NewLocalDigest returns the digest of l (nil for a nil l), encoding it
-// whole.
+// NewLocalDigest returns the digest of l in sums of version SumVersion
+// (nil for a nil l), encoding it whole.
 func NewLocalDigest(l *plan.Local) *LocalDigest {
+	return newLocalDigest(l, SumVersion)
+}
+
+// newLocalDigest is NewLocalDigest in sums of version v.
+func newLocalDigest(l *plan.Local, v int) *LocalDigest {
 	if l == nil {
 		return nil
 	}
-	ld := &LocalDigest{}
+	ld := &LocalDigest{Version: v}
 	if l.Federation != nil {
 		ld.Sites = make([]uint64, len(l.Federation.Sites))
+		hash := siteHasher(v)
 		for i := range l.Federation.Sites {
-			ld.Sites[i] = siteHash(&l.Federation.Sites[i])
+			ld.Sites[i] = hash(&l.Federation.Sites[i])
 		}
 	}
-	ld.Sum = localSum(l, ld.Sites)
+	ld.Sum = localSum(l, ld.Sites, v)
 	return ld
 }
 
+// siteHasher returns the hash of a site in sums of version v.
+func siteHasher(v int) func(*spec.Site) uint64 {
+	if v == 2 {
+		return siteHash
+	}
+	return siteCanonHash
+}
+
+// siteCanonHash is the xxHash of a site's binary form (canon.go).
+func siteCanonHash(s *spec.Site) uint64 {
+	b := canonBuffers.Get().(*[]byte)
+	defer canonBuffers.Put(b)
+	*b = appendCanon((*b)[:0], reflect.ValueOf(s).Elem())
+	return xxhash.Sum64(*b)
+}
+
+var canonBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
 // siteHash is the xxHash of a site's JSON (every field JSON has, as
-// SumLocal covers it).
+// SumLocal covers it): sums of version 2.
 func siteHash(s *spec.Site) uint64 {
 	b := encoders.Get().(*siteEncoder)
 	defer encoders.Put(b)
@@ -101,15 +155,21 @@ var encoders = sync.Pool{New: func() any {
 	return e
 }}
 
-// localSum is LocalDigest.Sum of l with its sites' hashes.
-func localSum(l *plan.Local, sites []uint64) [sha256.Size]byte {
+// localSum is LocalDigest.Sum of l with its sites' hashes, in sums of
+// version v.
+func localSum(l *plan.Local, sites []uint64, v int) [sha256.Size]byte {
 	rest := *l
 	if l.Federation != nil {
 		f := *l.Federation
 		f.Sites = nil
 		rest.Federation = &f
 	}
-	b := append([]byte("fednet local sum 2\n"), encode(rest)...)
+	var b []byte
+	if v == 2 {
+		b = append([]byte("fednet local sum 2\n"), encode(rest)...)
+	} else {
+		b = appendCanon([]byte("fednet local sum 3\n"), reflect.ValueOf(&rest).Elem())
+	}
 	b = binary.AppendUvarint(b, uint64(len(sites)))
 	for _, h := range sites {
 		b = binary.LittleEndian.AppendUint64(b, h)
@@ -124,11 +184,11 @@ func (ld *LocalDigest) edited(l *plan.Local, d *LocalDelta) (*LocalDigest, error
 	if l.Federation != nil {
 		list = l.Federation.Sites
 	}
-	sites, err := applyEdits(d.Sites, ld.Sites, list, siteHash)
+	sites, err := applyEdits(d.Sites, ld.Sites, list, siteHasher(ld.Version))
 	if err != nil {
 		return nil, fmt.Errorf("sites: %w", err)
 	}
-	return &LocalDigest{Sites: sites, Sum: localSum(l, sites)}, nil
+	return &LocalDigest{Version: ld.Version, Sites: sites, Sum: localSum(l, sites, ld.Version)}, nil
 }
 
 // The lists of a plan, in Digest.Lists.
@@ -139,10 +199,21 @@ const (
 	listRemote
 )
 
-// NewDigest returns the digest of g, hashing every entry (and encoding its
-// Local).
+// NewDigest returns the digest of g in sums of version SumVersion,
+// hashing every entry (and encoding its Local).
 func NewDigest(g plan.Gateway) Digest {
 	return NewDigestWithLocal(g, NewLocalDigest(g.Local))
+}
+
+// NewDigestOf is NewDigest in sums of version v (2 or 3): a client
+// checks the deltas of a manager that sends sums of an older version.
+func NewDigestOf(g plan.Gateway, v int) Digest {
+	d := NewDigestWithLocal(g, newLocalDigest(g.Local, v))
+	if v != SumVersion {
+		d.Version = v
+		d.Sum = digestSum(g, lengths(g), d.Lists, d.Local, nil, v)
+	}
+	return d
 }
 
 // NewDigestWithLocal is NewDigest for a caller that has the digest of
@@ -152,10 +223,11 @@ func NewDigestWithLocal(g plan.Gateway, local *LocalDigest) Digest {
 }
 
 // NewDigestWithHead is NewDigestWithLocal for a caller that has g's
-// HeadJSON at hand too (nil: encoded here): a manager encodes each head
-// once, for the sum and for the delta it sends (Delta.MarshalWithHead).
+// HeadJSON at hand (nil: encoded here when the sum version needs it): a
+// manager encodes each head once, for the sum and for the delta it sends
+// (Delta.MarshalWithHead).
 func NewDigestWithHead(g plan.Gateway, local *LocalDigest, headJSON []byte) Digest {
-	d := Digest{Local: local}
+	d := Digest{Version: SumVersion, Local: local}
 	var buf []byte
 	for _, p := range g.Peers {
 		d.Lists[listPeers] += hashOf(&buf, p, appendPeer)
@@ -169,7 +241,28 @@ func NewDigestWithHead(g plan.Gateway, local *LocalDigest, headJSON []byte) Dige
 	for _, p := range g.Firewall.Remote {
 		d.Lists[listRemote] += hashOf(&buf, p, appendPrefix)
 	}
-	d.Sum = digestSum(g, d.Lists, local, headJSON)
+	d.Sum = digestSum(g, lengths(g), d.Lists, local, headJSON, d.Version)
+	return d
+}
+
+// NewDigestHeld is NewDigestWithHead of the plan h holds, its lists read
+// in their chunks.
+func NewDigestHeld(h plan.Held, local *LocalDigest, headJSON []byte) Digest {
+	d := Digest{Version: SumVersion, Local: local}
+	var buf []byte
+	for p := range h.Peers.All() {
+		d.Lists[listPeers] += hashOf(&buf, p, appendPeer)
+	}
+	for r := range h.Routes.All() {
+		d.Lists[listRoutes] += hashOf(&buf, r, appendRoute)
+	}
+	for f := range h.Flows.All() {
+		d.Lists[listFlows] += hashOf(&buf, f, appendFlow)
+	}
+	for _, p := range h.Head.Firewall.Remote {
+		d.Lists[listRemote] += hashOf(&buf, p, appendPrefix)
+	}
+	d.Sum = digestSum(h.Head, heldLengths(h), d.Lists, local, headJSON, d.Version)
 	return d
 }
 
@@ -180,7 +273,24 @@ func (d Digest) Same(o Digest) bool { return d.Sum == o.Sum && d.Lists == o.List
 // agent that does not take Local carries it), without hashing the lists.
 func (d Digest) Bare(g plan.Gateway) [sha256.Size]byte {
 	g.Local = nil
-	return digestSum(g, d.Lists, nil, nil)
+	return digestSum(g, lengths(g), d.Lists, nil, nil, d.Version)
+}
+
+// BareHeld is Bare of the plan h holds.
+func (d Digest) BareHeld(h plan.Held) [sha256.Size]byte {
+	g := h.Head
+	g.Local = nil
+	return digestSum(g, heldLengths(h), d.Lists, nil, nil, d.Version)
+}
+
+// lengths returns the lengths of g's four lists, in Digest.Lists' order.
+func lengths(g plan.Gateway) [4]int {
+	return [4]int{len(g.Peers), len(g.Routes), len(g.Firewall.Flows), len(g.Firewall.Remote)}
+}
+
+// heldLengths is lengths of the plan h holds.
+func heldLengths(h plan.Held) [4]int {
+	return [4]int{h.Peers.Len(), h.Routes.Len(), h.Flows.Len(), len(h.Head.Firewall.Remote)}
 }
 
 // hashOf is the xxHash of x's binary form, encoded into *buf.
@@ -189,20 +299,27 @@ func hashOf[T any](buf *[]byte, x T, enc func([]byte, T) []byte) uint64 {
 	return xxhash.Sum64(*buf)
 }
 
-// digestSum is Digest.Sum of g with the list digests lists and local, the
-// digest of g's Local (read only when g has one); js is g's HeadJSON, nil
-// to encode it here.
-func digestSum(g plan.Gateway, lists [4]uint64, local *LocalDigest, js []byte) [sha256.Size]byte {
-	if js == nil {
-		var err error
-		if js, err = HeadJSON(g); err != nil {
-			js = []byte("unencodable: " + err.Error()) // as sumOf
+// digestSum is Digest.Sum of version v of plan g, whose lists have the
+// lengths lens and the digests lists, and local, the digest of g's Local
+// (read only when g has one); js is g's HeadJSON, nil to encode it here
+// (version 2 alone reads it). Only g's head and Local are read.
+func digestSum(g plan.Gateway, lens [4]int, lists [4]uint64, local *LocalDigest, js []byte, v int) [sha256.Size]byte {
+	var b []byte
+	if v == 2 {
+		if js == nil {
+			var err error
+			if js, err = HeadJSON(g); err != nil {
+				js = []byte("unencodable: " + err.Error()) // as sumOf
+			}
 		}
+		b = make([]byte, 0, len(js)+96)
+		b = append(b, "fednet plan sum 2\n"...)
+		b = appendBytes(b, js)
+	} else {
+		h := head(g)
+		b = appendCanon(append(make([]byte, 0, 4096), "fednet plan sum 3\n"...), reflect.ValueOf(&h).Elem())
 	}
-	b := make([]byte, 0, len(js)+96)
-	b = append(b, "fednet plan sum 2\n"...)
-	b = appendBytes(b, js)
-	for i, n := range []int{len(g.Peers), len(g.Routes), len(g.Firewall.Flows), len(g.Firewall.Remote)} {
+	for i, n := range lens {
 		b = binary.AppendUvarint(b, uint64(n))
 		b = binary.LittleEndian.AppendUint64(b, lists[i])
 	}
@@ -227,46 +344,100 @@ func (d Digest) Edited(old, new plan.Gateway, e Delta, local *LocalDigest) Diges
 // EditedWithHead is Edited for a caller that has new's HeadJSON at hand
 // (nil: encoded here).
 func (d Digest) EditedWithHead(old, new plan.Gateway, e Delta, local *LocalDigest, headJSON []byte) Digest {
+	return d.edited(lists{
+		peers:  inSlice(old.Peers, peerKey, comparePeerKey),
+		routes: inSlice(old.Routes, routeKey, comparePrefix),
+		flows:  inSlice(old.Firewall.Flows, flowKey, compareFlowKey),
+		remote: inSlice(old.Firewall.Remote, prefixKey, comparePrefix),
+	}, new, lengths(new), e, local, headJSON)
+}
+
+// EditedHeld is EditedWithHead for plans held in chunks (plan.Held), as a
+// manager holds them.
+func (d Digest) EditedHeld(old, new plan.Held, e Delta, local *LocalDigest, headJSON []byte) Digest {
+	return d.edited(lists{
+		peers:  inChunks(old.Peers, peerKey, comparePeerKey),
+		routes: inChunks(old.Routes, routeKey, comparePrefix),
+		flows:  inChunks(old.Flows, flowKey, compareFlowKey),
+		remote: inSlice(old.Head.Firewall.Remote, prefixKey, comparePrefix),
+	}, new.Head, heldLengths(new), e, local, headJSON)
+}
+
+// lists finds the entries of a plan's four lists by key.
+type lists struct {
+	peers  func(string) (plan.Peer, bool)
+	routes func(netip.Prefix) (plan.Route, bool)
+	flows  func(FlowKey) (plan.Flow, bool)
+	remote func(netip.Prefix) (netip.Prefix, bool)
+}
+
+// edited is Edited with old's lists found through old, and new's head
+// and list lengths.
+func (d Digest) edited(old lists, new plan.Gateway, lens [4]int, e Delta, local *LocalDigest, headJSON []byte) Digest {
 	var buf []byte
 	out := d
 	out.Local = local
-	out.Lists[listPeers] = editList(&buf, out.Lists[listPeers], old.Peers, e.Peers, e.PeersGone, peerKey, comparePeerKey, appendPeer)
-	out.Lists[listRoutes] = editList(&buf, out.Lists[listRoutes], old.Routes, e.Routes, e.RoutesGone, routeKey, comparePrefix, appendRoute)
-	out.Lists[listFlows] = editList(&buf, out.Lists[listFlows], old.Firewall.Flows, e.Flows, e.FlowsGone, flowKey, compareFlowKey, appendFlow)
-	out.Lists[listRemote] = editList(&buf, out.Lists[listRemote], old.Firewall.Remote, e.Remote, e.RemoteGone, prefixKey, comparePrefix, appendPrefix)
-	out.Sum = digestSum(new, out.Lists, local, headJSON)
+	out.Lists[listPeers] = editList(&buf, out.Lists[listPeers], old.peers, e.Peers, e.PeersGone, peerKey, appendPeer)
+	out.Lists[listRoutes] = editList(&buf, out.Lists[listRoutes], old.routes, e.Routes, e.RoutesGone, routeKey, appendRoute)
+	out.Lists[listFlows] = editList(&buf, out.Lists[listFlows], old.flows, e.Flows, e.FlowsGone, flowKey, appendFlow)
+	out.Lists[listRemote] = editList(&buf, out.Lists[listRemote], old.remote, e.Remote, e.RemoteGone, prefixKey, appendPrefix)
+	out.Sum = digestSum(new, lens, out.Lists, local, headJSON, out.Version)
 	return out
 }
 
-// editList updates the digest sum of list old (sorted by key) for the
-// entries set (replacing those of old with their key) and the keys gone.
-func editList[T, K any](buf *[]byte, sum uint64, old, set []T, gone []K, key func(T) K, compare func(a, b K) int, enc func([]byte, T) []byte) uint64 {
-	find := func(k K) (int, bool) {
-		return slices.BinarySearchFunc(old, k, func(x T, k K) int { return compare(key(x), k) })
+// inSlice finds the entries of list (sorted by key) by key.
+func inSlice[T, K any](list []T, key func(T) K, compare func(a, b K) int) func(K) (T, bool) {
+	return func(k K) (T, bool) {
+		i, ok := slices.BinarySearchFunc(list, k, func(x T, k K) int { return compare(key(x), k) })
+		if !ok {
+			var zero T
+			return zero, false
+		}
+		return list[i], true
 	}
+}
+
+// inChunks is inSlice for a list held in chunks.
+func inChunks[T, K any](list plan.Chunks[T], key func(T) K, compare func(a, b K) int) func(K) (T, bool) {
+	return func(k K) (T, bool) {
+		i, ok := plan.SearchChunks(list, k, func(x T, k K) int { return compare(key(x), k) })
+		if !ok {
+			var zero T
+			return zero, false
+		}
+		return list.At(i), true
+	}
+}
+
+// editList updates the digest sum of a list, whose entries find finds by
+// key, for the entries set (replacing those with their key) and the keys
+// gone.
+func editList[T, K any](buf *[]byte, sum uint64, find func(K) (T, bool), set []T, gone []K, key func(T) K, enc func([]byte, T) []byte) uint64 {
 	for _, k := range gone {
-		if i, ok := find(k); ok {
-			sum -= hashOf(buf, old[i], enc)
+		if x, ok := find(k); ok {
+			sum -= hashOf(buf, x, enc)
 		}
 	}
 	for _, x := range set {
-		if i, ok := find(key(x)); ok {
-			sum -= hashOf(buf, old[i], enc)
+		if o, ok := find(key(x)); ok {
+			sum -= hashOf(buf, o, enc)
 		}
 		sum += hashOf(buf, x, enc)
 	}
 	return sum
 }
 
-// ApplyDigest is Apply for a delta of sum version 2 to a base whose digest
-// the caller holds (from NewDigest or an earlier ApplyDigest): it checks
-// the rebuilt plan against d's sum from the digest, in the size of the
-// delta (but for copying the lists), and returns the new plan's digest.
-// The base must be keyed (as every plan Apply or plan.Compute returns).
-// A delta of sum version 1 is checked as Apply does, and the digest
-// returned is computed whole.
+// ApplyDigest is Apply for a delta of sum version 2 or 3 to a base whose
+// digest the caller holds (from NewDigest or an earlier ApplyDigest): it
+// checks the rebuilt plan against d's sum from the digest, in the size of
+// the delta (but for copying the lists), and returns the new plan's
+// digest. The base must be keyed (as every plan Apply or plan.Compute
+// returns). A digest of another version than the delta's is made again
+// (once: the digest returned is of the delta's version). A delta of sum
+// version 1 is checked as Apply does, and the digest returned is computed
+// whole.
 func ApplyDigest(base plan.Gateway, bd Digest, d Delta) (plan.Gateway, Digest, error) {
-	if d.SumVersion != SumVersion {
+	if d.SumVersion != 2 && d.SumVersion != 3 {
 		g, err := Apply(base, d)
 		if err != nil {
 			return g, Digest{}, err
@@ -275,6 +446,9 @@ func ApplyDigest(base plan.Gateway, bd Digest, d Delta) (plan.Gateway, Digest, e
 	}
 	if err := d.wellFormed(); err != nil {
 		return plan.Gateway{}, Digest{}, err
+	}
+	if bd.Version != d.SumVersion {
+		bd = NewDigestOf(base, d.SumVersion)
 	}
 	g, err := rebuild(base, d)
 	if err != nil {
@@ -288,7 +462,7 @@ func ApplyDigest(base plan.Gateway, bd Digest, d Delta) (plan.Gateway, Digest, e
 			return plan.Gateway{}, Digest{}, err
 		}
 	default:
-		local = NewLocalDigest(g.Local)
+		local = newLocalDigest(g.Local, d.SumVersion)
 	}
 	nd := bd.Edited(base, g, d, local)
 	if fmt.Sprintf("%x", nd.Sum) != d.Sum {

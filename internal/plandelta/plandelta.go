@@ -62,8 +62,13 @@ type Delta struct {
 	// Local turns the base's Local into the new plan's; absent when the
 	// new plan has no Local.
 	Local *LocalDelta `json:"local,omitempty"`
+	// RemotesEdits edit the remotes of VXLAN ports of the base's head
+	// into those of the new head, whose ports they name have no remotes
+	// (WithRemotesEdits); only for a watch that announces it takes them
+	// (api.PlanFeatureRemotes).
+	RemotesEdits []RemotesEdit `json:"remotesEdits,omitempty"`
 	// Sum is the sum of the new plan, in hex: Sum (version 1) when
-	// SumVersion is 0, Digest.Sum when it is SumVersion.
+	// SumVersion is 0, Digest.Sum of that version when it is 2 or 3.
 	Sum        string `json:"sum"`
 	SumVersion int    `json:"sumVersion,omitempty"`
 }
@@ -182,12 +187,12 @@ func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {
 	if !Keyed(base) {
 		return plan.Gateway{}, fmt.Errorf("%w: the base plan's lists are not sorted by key", ErrMismatch)
 	}
-	if d.SumVersion == SumVersion {
-		g, _, err := ApplyDigest(base, NewDigest(base), d)
+	if d.SumVersion == 2 || d.SumVersion == 3 {
+		g, _, err := ApplyDigest(base, NewDigestOf(base, d.SumVersion), d)
 		return g, err
 	}
 	if d.SumVersion != 0 {
-		return plan.Gateway{}, fmt.Errorf("%w: sum version %d is not known here (known: 1, %d)", ErrMismatch, d.SumVersion, SumVersion)
+		return plan.Gateway{}, fmt.Errorf("%w: sum version %d is not known here (known: 1, 2, 3)", ErrMismatch, d.SumVersion)
 	}
 	g, err := rebuild(base, d)
 	if err != nil {
@@ -202,6 +207,12 @@ func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {
 // rebuild returns d's head with base's lists and Local as d changes them.
 func rebuild(base plan.Gateway, d Delta) (plan.Gateway, error) {
 	g := d.Head
+	if len(d.RemotesEdits) > 0 {
+		var err error
+		if g, err = editRemotes(base, g, d.RemotesEdits); err != nil {
+			return plan.Gateway{}, err
+		}
+	}
 	g.Peers = applyList(base.Peers, d.Peers, d.PeersGone, peerKey, comparePeerKey)
 	g.Routes = applyList(base.Routes, d.Routes, d.RoutesGone, routeKey, comparePrefix)
 	g.Firewall.Flows = applyList(base.Firewall.Flows, d.Flows, d.FlowsGone, flowKey, compareFlowKey)

@@ -182,6 +182,12 @@ func checkDigest(t *testing.T, gw string, from, want plan.Gateway, d plandelta.D
 	if !plandelta.NewDigest(from).EditedWithHead(from, want, d, local, head).Same(dg) || !plandelta.NewDigestWithHead(want, local, head).Same(dg) {
 		t.Fatalf("%s: the digests made with the head's JSON at hand differ", gw)
 	}
+	if !plandelta.NewDigest(from).EditedHeld(plan.Hold(from), plan.Hold(want), d, local, head).Same(dg) || !plandelta.NewDigestHeld(plan.Hold(want), local, head).Same(dg) {
+		t.Fatalf("%s: the digest updated on plans held in chunks differs", gw)
+	}
+	if bare := plandelta.NewDigest(want).Bare(want); plandelta.NewDigest(want).BareHeld(plan.Hold(want)) != bare {
+		t.Fatalf("%s: the bare sum of the plan held in chunks differs", gw)
+	}
 	d.Sum, d.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
 	got, dg2, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), d)
 	if err != nil || js(t, got) != js(t, want) || !dg2.Same(dg) {
@@ -189,6 +195,22 @@ func checkDigest(t *testing.T, gw string, from, want plan.Gateway, d plandelta.D
 	}
 	if want.Local != nil && (dg2.Local == nil || dg2.Local.Sum != plandelta.NewLocalDigest(want.Local).Sum) {
 		t.Fatalf("%s: ApplyDigest's digest of the Local differs from the Local's", gw)
+	}
+	if got, err := plandelta.Apply(from, d); err != nil || js(t, got) != js(t, want) {
+		t.Fatalf("%s: Apply of a delta with a sum of version %d: %v", gw, plandelta.SumVersion, err)
+	}
+	// Sums of version 2, as a manager that predates version 3 sends them:
+	// checked from a digest of version 3 (made again) and of version 2.
+	dg2 = plandelta.NewDigestOf(from, 2).Edited(from, want, d, plandelta.NewDigestOf(want, 2).Local)
+	if dg2.Version != 2 || !dg2.Same(plandelta.NewDigestOf(want, 2)) || dg2.Same(dg) {
+		t.Fatalf("%s: the digest of version 2 updated by the delta differs from the new plan's (or is of version 3)", gw)
+	}
+	d.Sum, d.SumVersion = fmt.Sprintf("%x", dg2.Sum), 2
+	for _, base := range []plandelta.Digest{plandelta.NewDigest(from), plandelta.NewDigestOf(from, 2)} {
+		got, nd, err := plandelta.ApplyDigest(from, base, d)
+		if err != nil || js(t, got) != js(t, want) || !nd.Same(dg2) {
+			t.Fatalf("%s: ApplyDigest of a delta with a sum of version 2 from a digest of version %d: %v", gw, base.Version, err)
+		}
 	}
 	if got, err := plandelta.Apply(from, d); err != nil || js(t, got) != js(t, want) {
 		t.Fatalf("%s: Apply of a delta with a sum of version 2: %v", gw, err)

@@ -89,8 +89,12 @@ type Config struct {
 }
 
 // ProfileEnv, when set in the bench's environment, names a directory
-// where the run writes CPU profiles: bench.pprof of this process (the
-// simulated agents) and NAME-K.pprof of each manager's K-th start, and
+// where the run writes CPU profiles: of this process (the simulated
+// agents) bench.pprof while it sets up, bench-KIND.pprof during each
+// change (bench-site-added.pprof, ...) and bench-reconnect.pprof, and
+// NAME-K.pprof of each manager's K-th start (split likewise: NAME-K.pprof
+// until the first change, then NAME-K.1.pprof for the first change (a
+// site added), .2 to .4 for the next, .5 from the reconnect on), and
 // NAME-K.heap.pprof, a heap profile of that manager when it stopped.
 const ProfileEnv = "FEDNET_BENCH_CPUPROFILE"
 
@@ -225,6 +229,10 @@ type run struct {
 	keys     []plan.Key
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
+	// profileDir is ProfileEnv's directory; stopProfile ends the profile
+	// being written.
+	profileDir  string
+	stopProfile func()
 }
 
 func (r *run) progress(format string, args ...any) {
@@ -271,15 +279,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	if dir := os.Getenv(ProfileEnv); dir != "" {
-		stop, err := cpuprofile.Start(filepath.Join(dir, "bench.pprof"))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ProfileEnv, err)
-		}
-		defer stop()
-	}
-	r := &run{cfg: cfg}
+	r := &run{cfg: cfg, profileDir: os.Getenv(ProfileEnv)}
 	defer r.close()
+	if err := r.profile("bench"); err != nil {
+		return nil, err
+	}
+	defer r.profile("")
 	res := &Result{Gateways: cfg.Gateways, Managers: cfg.Managers, Store: cfg.Store, CPUs: runtime.NumCPU(), Deltas: !cfg.NoDeltas, Compression: !cfg.NoCompression, Local: !cfg.NoLocal}
 	if cfg.Store == Etcd {
 		res.EtcdMembers = cfg.EtcdMembers
@@ -293,12 +298,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Steady = r.steady(ctx)
 	r.progress("steady: managers %.2f cores, %.0f MB", res.Steady.ManagerCores, res.Steady.RSSMB)
 	for _, kind := range []string{SiteAdded, PrefixChanged, NetworkAdded, GatewayRemoved} {
+		if err := r.profile("bench-" + strings.ReplaceAll(kind, " ", "-")); err != nil {
+			return nil, err
+		}
 		c, err := r.change(ctx, kind)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
 		r.progress("%s: %d agents, p99 %.0f ms, planning %.0f ms, %d bytes", kind, c.Affected, c.P99Ms, c.PlanMs, c.Bytes)
 		res.Changes = append(res.Changes, c)
+	}
+	if err := r.profile("bench-reconnect"); err != nil {
+		return nil, err
 	}
 	rc, err := r.reconnect(ctx)
 	if err != nil {
@@ -313,6 +324,34 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	r.progress("reconnect of %d agents after a restart of every manager: %.1f s", rc.Agents, rc.Seconds)
 	return res, nil
+}
+
+// profile ends the CPU profile of this process being written, if any, and
+// starts writing NAME.pprof in the profile directory (ProfileEnv), unless
+// name is "" or there is no such directory: one profile for the setup and
+// one for each change, so a change's profile holds its own work alone.
+func (r *run) profile(name string) error {
+	if r.stopProfile != nil {
+		r.stopProfile()
+		r.stopProfile = nil
+	}
+	if name == "" || r.profileDir == "" {
+		return nil
+	}
+	if name != "bench" {
+		// The managers' next profile (manager.ProfileEnv).
+		for _, m := range r.managers {
+			if m.running() {
+				_ = m.cmd.Process.Signal(syscall.SIGUSR1)
+			}
+		}
+	}
+	stop, err := cpuprofile.Start(filepath.Join(r.profileDir, name+".pprof"))
+	if err != nil {
+		return fmt.Errorf("%s: %w", ProfileEnv, err)
+	}
+	r.stopProfile = stop
+	return nil
 }
 
 // raiseFileLimit raises RLIMIT_NOFILE to at least n (up to the hard

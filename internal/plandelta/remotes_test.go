@@ -1,0 +1,85 @@
+package plandelta_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fednet/fednet/internal/plan"
+	"github.com/fednet/fednet/internal/plandelta"
+	"github.com/fednet/fednet/internal/spec"
+)
+
+// TestRemotesEdits: with a bridged network over every site, a delta whose
+// head leaves out the VXLAN remotes the base has (WithRemotesEdits) is a
+// fraction of the delta with them, travels as JSON, and rebuilds the new
+// plan exactly, checked against its sum; where the base has no such port
+// (the network is new) the delta is as it was; a base without that port
+// is refused.
+func TestRemotesEdits(t *testing.T) {
+	const n = 40
+	bridged := func(n int) string {
+		var names []string
+		for i := range n {
+			names = append(names, fmt.Sprintf("s%03d", i))
+		}
+		return "  - {name: lan, id: 100, mode: bridged, subnet: 192.168.0.0/24, sites: [" + strings.Join(names, ", ") + "]}\n"
+	}
+	base := federation(t, n, nil, bridged(n))
+	cases := []struct {
+		name  string
+		from  *spec.Federation
+		to    *spec.Federation
+		in    plan.Inputs
+		edits bool
+	}{
+		{"gateway removed", base, base, plan.Inputs{Removed: map[string]bool{"g007": true}}, true},
+		{"site added", base, federation(t, n+1, nil, bridged(n+1)), plan.Inputs{}, true},
+		{"network added", federation(t, n, nil, ""), base, plan.Inputs{}, false},
+		{"nothing", base, base, plan.Inputs{}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			old := plans(t, c.from, plan.Inputs{})
+			for name, want := range plans(t, c.to, c.in) {
+				from, ok := old[name]
+				if !ok || name == "g007" {
+					continue
+				}
+				dg := plandelta.NewDigest(want)
+				d, ok := plandelta.Diff(from, want, [32]byte{})
+				if !ok {
+					t.Fatalf("%s: no delta", name)
+				}
+				d.Sum, d.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
+				e := d.WithRemotesEdits(from)
+				if got := e.RemotesEdits != nil; got != c.edits {
+					t.Fatalf("%s: remotes edited %v, want %v", name, got, c.edits)
+				}
+				remotes := len(js(t, want.Bridges[0].VXLANs[0].Remotes))
+				if c.edits && len(js(t, e)) > len(js(t, d))-remotes*3/4 {
+					t.Errorf("%s: the delta with remotes edited is %d bytes, without %d (the remotes: %d)", name, len(js(t, e)), len(js(t, d)), remotes)
+				}
+				if d.Head.Bridges[0].VXLANs[0].Remotes == nil {
+					t.Fatalf("%s: WithRemotesEdits changed the delta it was called on", name)
+				}
+				var back plandelta.Delta
+				if err := json.Unmarshal([]byte(js(t, e)), &back); err != nil {
+					t.Fatal(err)
+				}
+				got, _, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), back)
+				if err != nil || js(t, got) != js(t, want) {
+					t.Fatalf("%s: rebuilt from the delta with remotes edited: %v (same plan %v)", name, err, err == nil && js(t, got) == js(t, want))
+				}
+				if c.edits {
+					other := from
+					other.Bridges = nil
+					if _, err := plandelta.Apply(other, back); err == nil {
+						t.Fatalf("%s: a delta editing remotes applied to a base without the port", name)
+					}
+				}
+			}
+		})
+	}
+}
