@@ -42,8 +42,8 @@
 //     holds none of its links that fell silent together with all the
 //     others (the cause is at it: a restarting wgdev, its uplink) until
 //     others answered for a detection time. Link state is flooded in
-//     hellos, so every gateway plans
-//     with the same failures, including those on paths it only relays;
+//     hellos, so every gateway plans with the same failures, including
+//     those on paths it only relays;
 //     a held link that answers again carries the moment its holder lets
 //     it up, and every gateway lets it up at the latest of those moments
 //     (NextRelease says when to tick), so both ends move back together.
@@ -188,7 +188,7 @@ type target struct {
 	upSince  time.Time // answering continuously since (zero while dead)
 	heldDown bool      // judged dead and not yet held up for HoldDown
 	downAt   time.Time // when it was last judged dead
-	isolated bool      // a link held while a site at its end had no other
+	isolated bool      // a link held while no other path joined its sites
 	// local: a link of this gateway's that fell silent with all the
 	// others (the cause at this gateway); judged again only once others
 	// answered for a detection time (see Tick).
