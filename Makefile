@@ -5,9 +5,11 @@ BIN      := bin/fednet
 # systemd-analyze, rpm to read the .rpm: the package test; etcd-server: the
 # etcd store's tests, the control-plane bench, the lab with --managers 3;
 # chromium for the web console's tests, which drive it headless; strongSwan's
-# charon with kernel-libipsec and swanctl for links on backend ipsec).
+# charon with kernel-libipsec and swanctl for links on backend ipsec, and its
+# openssl plugin, which the gateways' charon loads for its DH groups and AEADs:
+# a recommendation of libstrongswan, not installed with --no-install-recommends).
 APT_PKGS := iproute2 iputils-ping iperf3 tcpdump nftables util-linux wireguard-tools systemd rpm etcd-server chromium \
-            strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-extra-plugins
+            strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-extra-plugins libstrongswan-standard-plugins
 FUZZTIME ?= 10s
 # Tools: nFPM builds the packages (a release that builds with this Go; later
 # ones need modules the module proxy refuses); moto emulates the EC2 API for

@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -66,6 +68,35 @@ const charonConf = `charon {
 // do, since nothing else routes there.
 var externalCharonConf = strings.NewReplacer("routing_table_prio = 32800", "routing_table_prio = 220", "install_routes = no", "install_routes = yes").Replace(charonConf)
 
+// charonPluginDir is where Debian installs strongSwan's plugins.
+const charonPluginDir = "/usr/lib/ipsec/plugins"
+
+// charonPackages are the plugins charonConf loads that do not come with
+// charon itself, and the Debian package of each. Without openssl, charon
+// starts but proposes nothing the lab's links ask for and sends no IKE.
+var charonPackages = map[string]string{
+	"openssl":         "libstrongswan-standard-plugins",
+	"kernel-libipsec": "libcharon-extra-plugins",
+	"curve25519":      "libstrongswan-extra-plugins",
+	"chapoly":         "libstrongswan-extra-plugins",
+	"vici":            "strongswan-swanctl",
+}
+
+// charonPlugins reports which of charonPackages' plugins dir lacks,
+// naming the packages to install.
+func charonPlugins(dir string) error {
+	var missing []string
+	for _, plugin := range slices.Sorted(maps.Keys(charonPackages)) {
+		if _, err := os.Stat(filepath.Join(dir, "libstrongswan-"+plugin+".so")); err != nil {
+			missing = append(missing, plugin+" ("+charonPackages[plugin]+")")
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the IPsec lab needs strongSwan's plugins %s in %s: install those Debian packages (make deps)", strings.Join(missing, ", "), dir)
+	}
+	return nil
+}
+
 // StartCharon starts a charon in node n (a gateway, or a node standing in
 // for a provider's VPN gateway: externalCharonConf) with the lab's
 // configuration and waits until its vici socket answers. The process ends with (*Lab).Down or its
@@ -73,6 +104,9 @@ var externalCharonConf = strings.NewReplacer("routing_table_prio = 32800", "rout
 func (l *Lab) StartCharon(ctx context.Context, n *Node) (*Charon, error) {
 	if _, err := os.Stat(CharonPath); err != nil {
 		return nil, fmt.Errorf("the IPsec lab needs strongSwan's charon at %s (Debian packages strongswan-charon, libcharon-extra-plugins; make deps): %w", CharonPath, err)
+	}
+	if err := charonPlugins(charonPluginDir); err != nil {
+		return nil, err
 	}
 	dir := filepath.Join(l.Dir, "charon-"+strings.TrimPrefix(n.Namespace, nsPrefix(l.Name)))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
