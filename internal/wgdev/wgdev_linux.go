@@ -198,6 +198,9 @@ func createTUN(t TUN, name string, logf func(string, ...any)) (tun.Device, error
 	switch t {
 	case TUNWireGuardGo:
 		logf("TUN device: wireguard-go's")
+		if err := tundev.DefaultHeader(name); err != nil {
+			return nil, err
+		}
 		return tun.CreateTUN(name, MTU)
 	case TUNNoTunnel:
 		mode = tundev.NoTunnel
