@@ -377,7 +377,7 @@ own TUN device, as a standalone wireguard-go runs.
 Queue management (--aqm, or ` + wgdev.AQMEnv + `): CoDel keeps the packets waiting
 inside the device to a few milliseconds under load, dropping large packets of
 the flows that fill the queue ("on", the default; "off"; or
-"target=2ms,interval=20ms").
+"target=5ms,interval=100ms").
 
 With --tcp-fallback PORT, a peer whose UDP is blocked is reached over TLS on
 TCP PORT instead (docs/interop.md): the device accepts such streams on PORT,

@@ -150,7 +150,7 @@ func ParseAQM(s string) (AQM, error) {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		d, err := time.ParseDuration(v)
 		if !ok || err != nil || d <= 0 {
-			return a, fmt.Errorf("queue management %q: want off, on, or target=DURATION,interval=DURATION (like target=2ms,interval=20ms)", s)
+			return a, fmt.Errorf("queue management %q: want off, on, or target=DURATION,interval=DURATION (like target=5ms,interval=100ms)", s)
 		}
 		switch k {
 		case "target":
