@@ -132,7 +132,7 @@ func startStandalone(ctx context.Context, r *lab.Lab, mtu int, argv []string) ([
 // `fednet wgdev` on wireguard-go's own TUN device and queues, wireguard-go
 // as it comes, without fednet's offloads and queue management.
 func standaloneDevice(binary string) []string {
-	return []string{binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), "--aqm", "off"}
+	return []string{binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), "--aqm", "off", "--procs", "0"}
 }
 
 // stopStandalone removes the standalone tunnel's interfaces from the

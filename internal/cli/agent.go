@@ -356,7 +356,7 @@ func printChanges(w interface{ Write([]byte) (int, error) }, changes []dataplane
 }
 
 func newWgdevCmd() *cobra.Command {
-	var tunFlag, aqmFlag string
+	var tunFlag, aqmFlag, procsFlag string
 	var fallbackPort uint16
 	cmd := &cobra.Command{
 		Use:   "wgdev IFNAME",
@@ -377,7 +377,7 @@ own TUN device, as a standalone wireguard-go runs.
 Queue management (--aqm, or ` + wgdev.AQMEnv + `): CoDel keeps the packets waiting
 inside the device to a few milliseconds under load, dropping large packets of
 the flows that fill the queue ("on", the default; "off"; or
-"target=2ms,interval=20ms").
+"target=5ms,interval=100ms").
 
 With --tcp-fallback PORT, a peer whose UDP is blocked is reached over TLS on
 TCP PORT instead (docs/interop.md): the device accepts such streams on PORT,
@@ -399,12 +399,20 @@ and dials a peer's PORT when a handshake sent over UDP goes unanswered for
 			if err != nil {
 				return fmt.Errorf("--aqm: %w", err)
 			}
+			if procsFlag == "" {
+				procsFlag = os.Getenv(wgdev.ProcsEnv)
+			}
+			procs, err := wgdev.ParseProcs(procsFlag)
+			if err != nil {
+				return fmt.Errorf("--procs: %w", err)
+			}
 			logger := log.New(os.Stderr, "wgdev: ", log.LstdFlags)
-			return wgdev.Serve(cmd.Context(), wgdev.Config{Name: args[0], TUN: t, AQM: q, FallbackPort: fallbackPort, Logf: logger.Printf})
+			return wgdev.Serve(cmd.Context(), wgdev.Config{Name: args[0], TUN: t, AQM: q, Procs: procs, FallbackPort: fallbackPort, Logf: logger.Printf})
 		},
 	}
 	cmd.Flags().StringVar(&tunFlag, "tun", "", "TUN device: offload, no-tunnel, none or wireguard-go (default offload, or $"+wgdev.TUNEnv+")")
 	cmd.Flags().StringVar(&aqmFlag, "aqm", "", "queue management: on, off, or target=DURATION,interval=DURATION (default on, or $"+wgdev.AQMEnv+")")
+	cmd.Flags().StringVar(&procsFlag, "procs", "", "threads running the device's Go code at once (GOMAXPROCS; default one per CPU, or $"+wgdev.ProcsEnv+")")
 	cmd.Flags().Uint16Var(&fallbackPort, "tcp-fallback", 0, "TCP port of the UDP-blocked fallback (TLS streams), 0 for none; the agent passes the plan's (443 by default)")
 	return cmd
 }

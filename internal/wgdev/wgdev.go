@@ -26,6 +26,7 @@ package wgdev
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -149,7 +150,7 @@ func ParseAQM(s string) (AQM, error) {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		d, err := time.ParseDuration(v)
 		if !ok || err != nil || d <= 0 {
-			return a, fmt.Errorf("queue management %q: want off, on, or target=DURATION,interval=DURATION (like target=2ms,interval=20ms)", s)
+			return a, fmt.Errorf("queue management %q: want off, on, or target=DURATION,interval=DURATION (like target=5ms,interval=100ms)", s)
 		}
 		switch k {
 		case "target":
@@ -163,6 +164,23 @@ func ParseAQM(s string) (AQM, error) {
 	return a, nil
 }
 
+// ProcsEnv, when set in the environment of `fednet wgdev` (or of the agent
+// that starts it), sets Config.Procs when no flag does.
+const ProcsEnv = "FEDNET_WGDEV_PROCS"
+
+// ParseProcs reads a Procs setting: "" or "0" (Go's default), or a number
+// of threads from 1 to 256.
+func ParseProcs(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 256 {
+		return 0, fmt.Errorf("threads %q: want 0 (one per CPU) or a number from 1 to 256", s)
+	}
+	return n, nil
+}
+
 // Config configures a userspace WireGuard device.
 type Config struct {
 	// Name is the interface.
@@ -174,6 +192,11 @@ type Config struct {
 	// FallbackPort is the TCP port of the UDP-blocked fallback (see
 	// WithFallback); 0: none.
 	FallbackPort uint16
+	// Procs, when positive, is how many threads run the device's Go code
+	// at once: Serve sets the process's GOMAXPROCS to it (the device is
+	// meant to be a process of its own); 0 leaves Go's default, one per
+	// CPU.
+	Procs int
 	// Logf receives wireguard-go's error messages and the device's own
 	// notices; nil discards them.
 	Logf func(string, ...any)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 
@@ -33,11 +34,15 @@ func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Op
 	if err != nil {
 		return fmt.Errorf("%s: %w", AQMEnv, err)
 	}
+	p, err := ParseProcs(os.Getenv(ProcsEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", ProcsEnv, err)
+	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return Serve(ctx, Config{Name: name, TUN: t, AQM: q, FallbackPort: o.fallbackPort, Logf: logf})
+	return Serve(ctx, Config{Name: name, TUN: t, AQM: q, Procs: p, FallbackPort: o.fallbackPort, Logf: logf})
 }
 
 // Serve creates the TUN interface cfg.Name (or attaches to it), runs a
@@ -63,6 +68,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	if logf == nil {
 		logf = device.DiscardLogf
+	}
+	if cfg.Procs > 0 {
+		runtime.GOMAXPROCS(cfg.Procs)
 	}
 	if dir := os.Getenv(ProfileEnv); dir != "" {
 		stop, err := cpuprofile.Start(filepath.Join(dir, "wgdev-"+name+"-"+strconv.Itoa(os.Getpid())+".pprof"))
@@ -190,6 +198,9 @@ func createTUN(t TUN, name string, logf func(string, ...any)) (tun.Device, error
 	switch t {
 	case TUNWireGuardGo:
 		logf("TUN device: wireguard-go's")
+		if err := tundev.DefaultHeader(name); err != nil {
+			return nil, err
+		}
 		return tun.CreateTUN(name, MTU)
 	case TUNNoTunnel:
 		mode = tundev.NoTunnel

@@ -200,3 +200,25 @@ func TestNoDropsWithoutStamps(t *testing.T) {
 		t.Errorf("dropped %d, sent %d of 1000 unstamped packets", tx, fb.sent)
 	}
 }
+
+// TestDefaultsLetAShortQueueBe: with the default target and interval, a
+// queue of 4 ms is left alone, and one of 10 ms gets its first drop only
+// after 100 ms, so a flow's round trip of tens of milliseconds passes
+// before CoDel acts.
+func TestDefaultsLetAShortQueueBe(t *testing.T) {
+	a := New(Config{})
+	for now := int64(0); now < 2000*ms; now += ms / 10 {
+		if a.tx.dequeue(now, 4*ms, true) {
+			t.Fatalf("drop at %d ms of a 4 ms queue", now/ms)
+		}
+	}
+	for now := 2000 * ms; now < 2200*ms; now += ms / 10 {
+		if a.tx.dequeue(now, 10*ms, true) {
+			if now < 2100*ms {
+				t.Fatalf("first drop %d ms into a 10 ms queue, want 100", now/ms-2000)
+			}
+			return
+		}
+	}
+	t.Fatal("no drop in 200 ms of a 10 ms queue")
+}

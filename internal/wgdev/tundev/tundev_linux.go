@@ -5,6 +5,7 @@ package tundev
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"sync"
@@ -717,4 +718,35 @@ func (d *Device) deliver() {
 			}
 		}
 	}
+}
+
+// DefaultHeader sets the virtio-net header length of the existing TUN
+// interface name back to the kernel's default (offload.HeaderLen), which
+// wireguard-go's own TUN device assumes without setting it. A persistent
+// TUN keeps the length a Device set on it (TunnelHeaderLen with UDP-tunnel
+// GSO) after the Device is gone, and wireguard-go's device attached to it
+// then has every write refused (EINVAL) and misreads every packet. It does
+// nothing when there is no such interface, and fails when a process is
+// attached to it.
+func DefaultHeader(name string) error {
+	if _, err := net.InterfaceByName(name); err != nil {
+		return nil
+	}
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening /dev/net/tun: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return fmt.Errorf("interface name %q: %w", name, err)
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		return fmt.Errorf("attaching to TUN interface %s: %w", name, err)
+	}
+	if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, offload.HeaderLen); err != nil {
+		return fmt.Errorf("TUN interface %s: setting the virtio-net header length to %d: %w", name, offload.HeaderLen, err)
+	}
+	return nil
 }

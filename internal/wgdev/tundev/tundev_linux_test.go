@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
+	"github.com/fednet/fednet/internal/offload"
 	"github.com/fednet/fednet/internal/wgdev/tundev"
 )
 
@@ -314,5 +316,63 @@ func TestClose(t *testing.T) {
 		if out := ns.Exec(t, "ip", "link", "show"); bytes.Contains([]byte(out), []byte("tnl1")) {
 			t.Errorf("interface left after Close: %s", out)
 		}
+	}
+}
+
+// TestDefaultHeader: a persistent TUN keeps the virtio-net header length a
+// Device with the tunnel offload set; DefaultHeader puts it back to the
+// kernel's default, which wireguard-go's TUN device assumes.
+func TestDefaultHeader(t *testing.T) {
+	ns := nstest.New(t)
+	const name = "tnl2"
+	// attach runs f on a descriptor attached to the TUN interface name in
+	// ns (creating it if there is none).
+	attach := func(f func(fd int) error) {
+		t.Helper()
+		if err := inNetns(t, ns.Name, func() error {
+			fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			ifr, err := unix.NewIfreq(name)
+			if err != nil {
+				return err
+			}
+			ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+			if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+				return err
+			}
+			return f(fd)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hdrLen := func() (n int) {
+		attach(func(fd int) (err error) { n, err = unix.IoctlGetInt(fd, unix.TUNGETVNETHDRSZ); return err })
+		return n
+	}
+	attach(func(fd int) error { return unix.IoctlSetInt(fd, unix.TUNSETPERSIST, 1) })
+	t.Cleanup(func() { ns.Exec(t, "ip", "link", "del", name) })
+	dev, err := tundev.New(tundev.Config{Name: name, Mode: tundev.All, Netns: ns.Name, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tunnel := dev.Offloads().Tunnel
+	dev.Close()
+	if !tunnel {
+		t.Skip("the kernel has no UDP-tunnel GSO: the header keeps its default length anyway")
+	}
+	if n := hdrLen(); n != offload.TunnelHeaderLen {
+		t.Fatalf("after a Device with the tunnel offload: header length %d, want %d", n, offload.TunnelHeaderLen)
+	}
+	if err := inNetns(t, ns.Name, func() error { return tundev.DefaultHeader(name) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := hdrLen(); n != offload.HeaderLen {
+		t.Errorf("after DefaultHeader: header length %d, want %d", n, offload.HeaderLen)
+	}
+	if err := inNetns(t, ns.Name, func() error { return tundev.DefaultHeader("absent0") }); err != nil {
+		t.Errorf("DefaultHeader of no interface: %v, want nil", err)
 	}
 }

@@ -1,0 +1,19 @@
+package wgdev
+
+import "testing"
+
+func TestParseProcs(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"", 0, true}, {"0", 0, true}, {"1", 1, true}, {"256", 256, true},
+		{"-1", 0, false}, {"257", 0, false}, {"two", 0, false}, {"1.5", 0, false},
+	} {
+		got, err := ParseProcs(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseProcs(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
