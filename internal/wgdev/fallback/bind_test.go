@@ -216,10 +216,13 @@ func TestFallbackAndBack(t *testing.T) {
 }
 
 // TestNoFallbackWithoutBlock: with UDP working, the link never dials the
-// stream although the listener is there.
+// stream although the listener is there. UDP must be silent for 2 s
+// before the link falls back: a machine busy with other tests (the race
+// detector, labs) once held the echoes 300 ms, which is a silence the
+// policy rightly acts on, not UDP failing.
 func TestNoFallbackWithoutBlock(t *testing.T) {
 	tcpPort := uint16(freePort(t, "tcp"))
-	policy := fallback.PolicyConfig{After: 300 * time.Millisecond}
+	policy := fallback.PolicyConfig{After: 2 * time.Second}
 	a := newNode(t, "10.0.0.1", fallback.Config{DialPort: tcpPort, Policy: policy})
 	b := newNode(t, "10.0.0.2", fallback.Config{ListenPort: tcpPort, DialPort: tcpPort, Policy: policy})
 	a.peer(t, b, true)
