@@ -200,16 +200,17 @@ func canonByJSON(b []byte, v reflect.Value) []byte {
 // binary form (one to one with its text, which JSON writes), with its
 // length.
 func appendNetip[T interface{ AppendBinary([]byte) ([]byte, error) }](b []byte, k byte, x T) []byte {
-	var buf [32]byte
-	bin, _ := x.AppendBinary(buf[:0]) // cannot fail
-	return append(append(b, tagAddr, k, byte(len(bin))), bin...)
+	n := len(b)
+	b, _ = x.AppendBinary(append(b, tagAddr, k, 0)) // cannot fail
+	b[n+2] = byte(len(b) - n - 3)
+	return b
 }
 
 // appendCanonString is a string's binary form: as JSON, which writes
 // each byte of an invalid UTF-8 sequence as U+FFFD (so the string an
 // agent decodes has them).
 func appendCanonString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
+	if !ascii(s) && !utf8.ValidString(s) {
 		valid := make([]byte, 0, len(s)+8)
 		for _, r := range s {
 			valid = utf8.AppendRune(valid, r) // RuneError for each invalid byte
@@ -217,6 +218,17 @@ func appendCanonString(b []byte, s string) []byte {
 		s = string(valid)
 	}
 	return appendString(append(b, tagString), s)
+}
+
+// ascii reports whether s is all ASCII (then valid UTF-8): the names
+// and addresses of a spec, checked without a call.
+func ascii(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // canonList is a list's binary form: its length and entries.
@@ -282,20 +294,7 @@ func canonMap(t reflect.Type) canonFunc {
 // canonStringMap is canonMap's encoder of a map[string]string.
 func canonStringMap(b []byte, v reflect.Value) []byte {
 	m, _ := reflect.TypeAssert[map[string]string](v)
-	if m == nil {
-		return append(b, tagNull)
-	}
-	var array [8]string
-	keys := array[:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b = binary.AppendUvarint(append(b, tagMap), uint64(len(keys)))
-	for _, k := range keys {
-		b = appendCanonString(appendCanonString(b, k), m[k])
-	}
-	return b
+	return appendStringMap(b, m)
 }
 
 // canonField is a field of a struct as JSON writes it.

@@ -121,7 +121,7 @@ func siteHasher(v int) func(*spec.Site) uint64 {
 func siteCanonHash(s *spec.Site) uint64 {
 	b := canonBuffers.Get().(*[]byte)
 	defer canonBuffers.Put(b)
-	*b = appendCanon((*b)[:0], reflect.ValueOf(s).Elem())
+	*b = appendSiteCanon((*b)[:0], s)
 	return xxhash.Sum64(*b)
 }
 
