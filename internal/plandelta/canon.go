@@ -109,6 +109,13 @@ func newCanonEncoder(t reflect.Type) canonFunc {
 			p, _ := reflect.TypeAssert[netip.AddrPort](v)
 			return appendNetip(b, 2, p)
 		}
+	case reflect.TypeFor[[]netip.Addr]():
+		// A bridge's remotes: a thousand addresses in every head of a
+		// thousand gateways, read as one slice rather than by reflection
+		// entry by entry.
+		return canonNetips[netip.Addr](0)
+	case reflect.TypeFor[[]netip.Prefix]():
+		return canonNetips[netip.Prefix](1)
 	}
 	if t.Implements(canonJSONMarshaler) || reflect.PointerTo(t).Implements(canonJSONMarshaler) ||
 		reflect.PointerTo(t).Implements(canonTextMarshaler) && !t.Implements(canonTextMarshaler) {
@@ -178,6 +185,22 @@ func newCanonEncoder(t reflect.Type) canonFunc {
 		return canonStruct(t)
 	}
 	return canonByJSON // interfaces, complex numbers, channels, functions
+}
+
+// canonNetips returns the encoder of a list of netip values of kind k:
+// canonList's bytes.
+func canonNetips[T interface{ AppendBinary([]byte) ([]byte, error) }](k byte) canonFunc {
+	return func(b []byte, v reflect.Value) []byte {
+		list, _ := reflect.TypeAssert[[]T](v)
+		if list == nil {
+			return append(b, tagNull)
+		}
+		b = binary.AppendUvarint(append(b, tagList), uint64(len(list)))
+		for _, x := range list {
+			b = appendNetip(b, k, x)
+		}
+		return b
+	}
 }
 
 // canonByJSON is the binary form of what JSON encodes through its own
