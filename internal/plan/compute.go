@@ -524,6 +524,9 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	// transit address.
 	backends := []backend.Name{overlayBackend(f)}
 	for ri := range f.Sites {
+		if len(a.v.idx.links) == 0 && a.v.idx.vias == nil {
+			break // every link is of the federation's backend (backendOf)
+		}
 		if remote := &f.Sites[ri]; remote.Name != site.Name && a.v.pairEnabled(site.Name, remote.Name) {
 			if b := a.v.backendOf(site.Name, remote.Name); !slices.Contains(backends, b) {
 				backends = append(backends, b)
@@ -1053,6 +1056,9 @@ func minTunnelMTU(v view, s *spec.Site, self *spec.Gateway) int {
 	mtu := 0
 	seen := map[backend.Name]bool{overlayBackend(v.f): true}
 	for ri := range v.f.Sites {
+		if len(v.idx.links) == 0 && v.idx.vias == nil {
+			break // every link is of the federation's backend (backendOf)
+		}
 		if r := &v.f.Sites[ri]; r.Name != s.Name && v.pairEnabled(s.Name, r.Name) {
 			seen[v.backendOf(s.Name, r.Name)] = true
 		}
@@ -1073,6 +1079,9 @@ func tunnelMTUOf(v view, s *spec.Site, self *spec.Gateway, b backend.Name) (int,
 	selfV6 := linkOuterV6(self.Endpoint)
 	outerV6 := false
 	for ri := range v.f.Sites {
+		if !selfV6 && len(v.idx.v6) == 0 {
+			break // no link of IPv4 ends may be carried over IPv6
+		}
 		remote := &v.f.Sites[ri]
 		if remote.Name == s.Name || !v.pairEnabled(s.Name, remote.Name) || v.backendOf(s.Name, remote.Name) != b {
 			continue
