@@ -116,6 +116,9 @@ func newCanonEncoder(t reflect.Type) canonFunc {
 		return canonNetips[netip.Addr](0)
 	case reflect.TypeFor[[]netip.Prefix]():
 		return canonNetips[netip.Prefix](1)
+	case reflect.TypeFor[[]string]():
+		// A network's sites: a thousand names in the rest of every Local.
+		return canonStrings
 	}
 	if t.Implements(canonJSONMarshaler) || reflect.PointerTo(t).Implements(canonJSONMarshaler) ||
 		reflect.PointerTo(t).Implements(canonTextMarshaler) && !t.Implements(canonTextMarshaler) {
@@ -201,6 +204,19 @@ func canonNetips[T interface{ AppendBinary([]byte) ([]byte, error) }](k byte) ca
 		}
 		return b
 	}
+}
+
+// canonStrings is the encoder of a list of strings: canonList's bytes.
+func canonStrings(b []byte, v reflect.Value) []byte {
+	list, _ := reflect.TypeAssert[[]string](v)
+	if list == nil {
+		return append(b, tagNull)
+	}
+	b = binary.AppendUvarint(append(b, tagList), uint64(len(list)))
+	for _, s := range list {
+		b = appendCanonString(b, s)
+	}
+	return b
 }
 
 // canonByJSON is the binary form of what JSON encodes through its own

@@ -163,17 +163,20 @@ func BenchmarkSiteCanon(b *testing.B) {
 	}
 }
 
-// TestCanonNetipLists: lists of netip values, which canonNetips encodes
-// without reflection per entry, have the bytes of canonList (as a named
-// list type, which takes the general path, has them).
+// TestCanonNetipLists: lists of netip values and of strings, which
+// canonNetips and canonStrings encode without reflection per entry, have
+// the bytes of canonList (as a named list type, which takes the general
+// path, has them).
 func TestCanonNetipLists(t *testing.T) {
 	type addrs []netip.Addr
 	type prefixes []netip.Prefix
+	type strs []string
 	a := []netip.Addr{netip.MustParseAddr("10.0.0.1"), {}, netip.MustParseAddr("fd00::1")}
 	p := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")}
 	for _, c := range []struct{ fast, general any }{
 		{a, addrs(a)}, {[]netip.Addr(nil), addrs(nil)}, {[]netip.Addr{}, addrs{}},
 		{p, prefixes(p)}, {[]netip.Prefix(nil), prefixes(nil)},
+		{[]string{"a", "", "b\xff"}, strs{"a", "", "b\xff"}}, {[]string(nil), strs(nil)}, {[]string{}, strs{}},
 	} {
 		fast := appendCanon(nil, reflect.ValueOf(c.fast))
 		general := appendCanon(nil, reflect.ValueOf(c.general))
