@@ -367,6 +367,17 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 	return a.deltaBody[v], a.deltaZ[v]
 }
 
+// dropBase lets go of the version before (no delta is made from it: a
+// watch gets the whole plan).
+func (a *answers) dropBase() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.deltaDone {
+		a.deltaDone = true
+		a.prev, a.prevAnswers, a.made = nil, nil, nil
+	}
+}
+
 // headJSON returns the JSON of p's head (p is this version's entry),
 // encoded at the first call; nil when it does not encode (the delta is
 // then encoded whole, and fails likewise). a.mu must be held.

@@ -751,9 +751,20 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		u.spans.publish = time.Since(t)
 		u.spans.plans = len(c.Plans)
 		t = time.Now()
-		names := make([]string, len(c.Plans))
-		for i, p := range c.Plans {
-			names[i] = p.Gateway
+		// The deltas of the agents served here are encoded ahead; with
+		// other managers on the store, the plans of the agents they serve
+		// forget the version before (an agent that moves here takes its
+		// plan whole, as from a manager that follows: lazy.go), rather
+		// than have this manager encode two thirds of the deltas for
+		// nobody while the others plan their agents' change.
+		served := m.servedNow()
+		var names []string
+		for _, p := range c.Plans {
+			if served(p.Gateway) {
+				names = append(names, p.Gateway)
+			} else if e, ok := u.next.plans[p.Gateway]; ok {
+				e.answers.dropBase()
+			}
 		}
 		encodeDeltas(u.next, names)
 		u.spans.deltas = time.Since(t)
