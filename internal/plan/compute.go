@@ -577,7 +577,21 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	// routes each prefix to exactly one peer. The other gateways of a site
 	// carry their transit address only, so their tunnels stay up and a
 	// failover moves the prefixes alone.
-	via := a.rt.via(a.v, site.Name)
+	// A plan computed for a few remote sites (Update) reads what it routes
+	// by each of them alone (viaOne), rather than by every site.
+	var via [][]netip.Prefix
+	if a.only == nil || a.v.idx.vias != nil {
+		via = a.rt.via(a.v, site.Name)
+	}
+	routedBy := func(ri int) []netip.Prefix {
+		if via != nil || a.only == nil {
+			if via == nil {
+				return nil
+			}
+			return via[a.v.idx.first[ri]]
+		}
+		return a.rt.viaOne(a.v, site.Name, a.v.idx.first[ri])
+	}
 	if a.only == nil {
 		g.Peers = make([]Peer, 0, a.v.idx.gateways)
 		g.Routes = make([]Route, 0, len(a.v.idx.prefixes))
@@ -631,11 +645,7 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 				g.Routes = append(g.Routes, Route{Destination: ips[start], Device: device(b), Via: h.Name})
 			}
 			if a.v.isActive(remote.Name, h) {
-				var routed []netip.Prefix
-				if via != nil {
-					routed = via[a.v.idx.first[ri]]
-				}
-				for _, pfx := range sortedPrefixes(routed) {
+				for _, pfx := range sortedPrefixes(routedBy(ri)) {
 					ips = append(ips, pfx)
 					g.Routes = append(g.Routes, Route{Destination: pfx, Device: device(b), Via: h.Name})
 				}

@@ -74,6 +74,28 @@ func (rt routing) via(v view, site string) [][]netip.Prefix {
 	return via
 }
 
+// viaOne is via(v, site)[n]: the prefixes site routes by the site of
+// index n in f.Sites, made without the others'.
+func (rt routing) viaOne(v view, site string, n int) []netip.Prefix {
+	i, ok := rt.pos[site]
+	if !ok || rt.next[i] == nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for dst, next := range rt.next[i] {
+		if next < 0 || rt.fidx[next] != n {
+			continue
+		}
+		d := &v.f.Sites[rt.fidx[dst]]
+		if out == nil && int(next) == dst {
+			out = d.Prefixes[:len(d.Prefixes):len(d.Prefixes)]
+			continue
+		}
+		out = append(out, d.Prefixes...)
+	}
+	return out
+}
+
 // routes reports whether the site at position i (-1: not up) routes the
 // site at index j of f.Sites.
 func (rt routing) routes(i, j int) bool {
