@@ -481,6 +481,10 @@ type planArgs struct {
 	// remote sites it marks (by index in f.Sites), for Update; the rest
 	// of the plan is whole.
 	only []bool
+	// remotePrefixes, when not nil, is the plan's Firewall.Remote, known
+	// to be what view.remotePrefixes would make (Update: the plan
+	// before's, when no site's prefixes changed).
+	remotePrefixes []netip.Prefix
 }
 
 // remote reports whether the plan's lists take the remote site at index
@@ -503,11 +507,14 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		Firewall: Firewall{
 			Table:   Table,
 			Local:   sortedPrefixes(site.Prefixes),
-			Remote:  a.v.remotePrefixes(site.Name),
+			Remote:  a.remotePrefixes,
 			Transit: ov.Transit.Masked(),
 			Flows:   []Flow{},
 		},
 		Bounds: Bounds{Supernet: ov.Supernet.Masked(), Transit: ov.Transit.Masked()},
+	}
+	if g.Firewall.Remote == nil {
+		g.Firewall.Remote = a.v.remotePrefixes(site.Name)
 	}
 	g.LAN = LAN{Address: onSegment(site, self.LANAddress), Virtual: onSegment(site, site.VirtualAddress), Active: a.v.isActive(site.Name, self)}
 	if !g.LAN.Virtual.IsValid() && len(site.Gateways) == 1 {
