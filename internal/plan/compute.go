@@ -861,7 +861,7 @@ func bridges(v view, site *spec.Site) ([]Bridge, error) {
 			if !net.isMember[site.Name] {
 				continue
 			}
-			x := VXLAN{Name: fmt.Sprintf("fvx%d", n.ID), Kind: ToGateways, Local: self.TransitAddress, UDPPort: VXLANPort, Remotes: []netip.Addr{}, To: "members"}
+			x := VXLAN{Name: fmt.Sprintf("fvx%d", n.ID), Kind: ToGateways, Local: self.TransitAddress, UDPPort: VXLANPort, Remotes: make([]netip.Addr, 0, len(net.remotes)), To: "members"}
 			for _, r := range net.remotes {
 				if r.site != site.Name {
 					x.Remotes = append(x.Remotes, r.addr)
