@@ -483,7 +483,13 @@ func (c *Client) doAt(ctx context.Context, t target, r request, out any) (int, e
 		return 0, connError(t.base, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	// Read into a pooled buffer: decoding copies what it keeps (strings,
+	// RawMessage), and a plan watch's answers are read at every change.
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer bodyBuffers.Put(buf)
+	buf.Reset()
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxResponseBytes))
+	data := buf.Bytes()
 	if err != nil {
 		return 0, fmt.Errorf("reading the answer of the manager at %s to %s %s: %w", t.base, r.method, r.path, connError(t.base, err))
 	}
@@ -497,6 +503,10 @@ func (c *Client) doAt(ctx context.Context, t target, r request, out any) (int, e
 	}
 	return resp.StatusCode, nil
 }
+
+// bodyBuffers hold the answers being read (a thousand agents' answers to a
+// change of every plan would each grow a fresh one to its size).
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // connError names the manager's URL in an error that happened before any
 // answer.

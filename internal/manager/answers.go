@@ -205,7 +205,7 @@ type answers struct {
 	// planning made it from plan.Update's edit.
 	made *plandelta.Delta
 	// head is this version's plan head as JSON (plandelta.HeadJSON),
-	// which the planning encoded for its sum; nil when not at hand.
+	// encoded at the first answer that needs it (headJSON).
 	head      []byte
 	keyedOnce sync.Once
 	keyedPlan bool // plandelta.Keyed of this version
@@ -332,9 +332,12 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 	if a.deltaBody[v] == nil {
 		// The plan's digest is the stored sum; without Local it is made
 		// from the digest without hashing the lists.
-		d, headJSON := *a.planDelta, a.head
+		var d plandelta.Delta
+		var headJSON []byte
 		if v == withRemotes && a.remotesDelta != nil {
-			d, headJSON = *a.remotesDelta, nil // a head without its long remotes: encoded here
+			d = *a.remotesDelta // a head without its long remotes: encoded here
+		} else {
+			d, headJSON = *a.planDelta, a.headJSON(p)
 		}
 		d.SumVersion = plandelta.SumVersion
 		if v.local() {
@@ -362,6 +365,27 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 		}
 	}
 	return a.deltaBody[v], a.deltaZ[v]
+}
+
+// dropBase lets go of the version before (no delta is made from it: a
+// watch gets the whole plan).
+func (a *answers) dropBase() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.deltaDone {
+		a.deltaDone = true
+		a.prev, a.prevAnswers, a.made = nil, nil, nil
+	}
+}
+
+// headJSON returns the JSON of p's head (p is this version's entry),
+// encoded at the first call; nil when it does not encode (the delta is
+// then encoded whole, and fails likewise). a.mu must be held.
+func (a *answers) headJSON(p planEntry) []byte {
+	if a.head == nil {
+		a.head, _ = plandelta.HeadJSON(p.held.Head)
+	}
+	return a.head
 }
 
 // keyed reports (once for the version, whoever asks first) whether g,

@@ -158,3 +158,40 @@ func TestEnrollWithSpecKeyOnTwoManagers(t *testing.T) {
 		}
 	}
 }
+
+// TestDeltasAheadOnlyForServed: a change encodes ahead the deltas of the
+// gateways whose agents talk to this manager; the plans of the others
+// (served by other managers on the store) forget the version before, so
+// that a watch from it gets the whole plan, the manager's exactly, while
+// a served gateway's gets a delta.
+func TestDeltasAheadOnlyForServed(t *testing.T) {
+	h := newHarness(t)
+	h.putSpec(manySites(30, 1500))
+	first := h.plan("gw-00") // its watch attaches gw-00; gw-01 is served nowhere here
+	h.putSpec(manySites(31, 1500))
+	st := h.m.snapshot()
+	served, other := st.plans["gw-00"].answers, st.plans["gw-01"].answers
+	served.mu.Lock()
+	encoded := served.deltaBody[withRemotes] != nil
+	served.mu.Unlock()
+	other.mu.Lock()
+	dropped := other.deltaDone && other.prev == nil && other.planDelta == nil
+	other.mu.Unlock()
+	if !encoded || !dropped {
+		t.Fatalf("served gateway's delta encoded ahead %v, the other's version before dropped %v", encoded, dropped)
+	}
+	sums := map[string]string{plandelta.SumHeader: "2, 3"}
+	for _, gw := range []string{"gw-00", "gw-01"} {
+		r := h.do(req{method: "GET", path: gwPath(api.PathPlan, gw) + "?after=" + itoa(first.Generation) + "&delta=true", token: h.m.AdminToken(), header: sums})
+		var got api.PlanResponse
+		if r.status != 200 || json.Unmarshal(r.body, &got) != nil {
+			t.Fatalf("%s: watch from generation %d: %d %.300s", gw, first.Generation, r.status, r.body)
+		}
+		if (got.Delta != nil) != (gw == "gw-00") {
+			t.Errorf("%s: a delta %v; want one for the served gateway alone", gw, got.Delta != nil)
+		}
+		if got.Delta == nil && got.Plan.String() != st.plans[gw].held.Gateway().String() {
+			t.Errorf("%s: the whole plan sent is not the manager's", gw)
+		}
+	}
+}

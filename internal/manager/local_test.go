@@ -87,6 +87,12 @@ func TestPlanLocal(t *testing.T) {
 		t.Fatalf("the plans with and without Local differ beyond it")
 	}
 
+	// Every gateway's agent counts as served here, so that the change
+	// encodes every delta ahead (those of agents served elsewhere are
+	// not: see TestDeltasAheadOnlyForServed).
+	for name := range h.m.snapshot().plans {
+		h.m.attach(name)
+	}
 	h.putSpec(sitesSpec(301))
 	now := planAnswer(t, h.do(req{method: "GET", path: path, token: cred, header: withLocalHeader}))
 	if now.Generation <= first.Generation {

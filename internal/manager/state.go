@@ -85,7 +85,7 @@ func encodeDeltas(st *state, names []string) {
 // following old (the entry before, if any); c.delta, when set, is the
 // delta from old's plan.
 func newEntry(p store.Plan, c computed, old planEntry, hadOld bool) planEntry {
-	e := planEntry{Plan: p, held: c.held, digest: c.digest, answers: &answers{head: c.head}}
+	e := planEntry{Plan: p, held: c.held, digest: c.digest, answers: &answers{}}
 	if hadOld {
 		// A lazy plan never computed has no version to make deltas from.
 		old, hadOld = old.current()
@@ -262,7 +262,7 @@ func applyEvent(cur *state, ev store.Event, logf func(string, ...any), want func
 	for name, e := range next.plans {
 		if c, ok := plans[name]; ok && e.Sum != c.digest.Sum {
 			differ = append(differ, name)
-			e.held, e.Sum, e.digest, e.answers, e.lazy = c.held, c.digest.Sum, c.digest, &answers{head: c.head}, nil
+			e.held, e.Sum, e.digest, e.answers, e.lazy = c.held, c.digest.Sum, c.digest, &answers{}, nil
 			next.plans[name] = e
 		}
 	}
@@ -285,9 +285,6 @@ type computed struct {
 	held   plan.Held
 	digest plandelta.Digest
 	delta  *plandelta.Delta
-	// head is the plan's head as JSON (plandelta.HeadJSON), encoded once
-	// for its sum and its delta; nil when not made.
-	head []byte
 }
 
 // computePlans computes every plan of st with its digest, from the plans
@@ -351,16 +348,16 @@ func computePlans(prev, st *state, want func(gateway string) bool) (out map[stri
 	parallel(len(plans), func(i int) {
 		h := plans[i]
 		made[i].held = h
-		if js, err := plandelta.HeadJSON(h.Head); err == nil {
-			made[i].head = js
-		}
+		// The sums (of version 3) hash the head in its binary form: its
+		// JSON is encoded when an answer needs it, after the change is
+		// published (answers.headJSON), not here, before.
 		old, ok := prevPlans[h.Head.Name]
 		if edits[i] == nil || !ok {
-			made[i].digest = plandelta.NewDigestHeld(h, st.local.digest, made[i].head)
+			made[i].digest = plandelta.NewDigestHeld(h, st.local.digest, nil)
 			return
 		}
 		d := plandelta.FromEdit(old.held.Head, h.Head, *edits[i], [32]byte{})
-		made[i].digest = old.digest.EditedHeld(old.held, h, d, st.local.digest, made[i].head)
+		made[i].digest = old.digest.EditedHeld(old.held, h, d, st.local.digest, nil)
 		made[i].delta = &d // its Local and sum are added when it is sent
 	})
 	edited := 0
@@ -754,9 +751,20 @@ func (m *Manager) change(ctx context.Context, edit func(u *update) error) (resul
 		u.spans.publish = time.Since(t)
 		u.spans.plans = len(c.Plans)
 		t = time.Now()
-		names := make([]string, len(c.Plans))
-		for i, p := range c.Plans {
-			names[i] = p.Gateway
+		// The deltas of the agents served here are encoded ahead; with
+		// other managers on the store, the plans of the agents they serve
+		// forget the version before (an agent that moves here takes its
+		// plan whole, as from a manager that follows: lazy.go), rather
+		// than have this manager encode two thirds of the deltas for
+		// nobody while the others plan their agents' change.
+		served := m.servedNow()
+		var names []string
+		for _, p := range c.Plans {
+			if served(p.Gateway) {
+				names = append(names, p.Gateway)
+			} else if e, ok := u.next.plans[p.Gateway]; ok {
+				e.answers.dropBase()
+			}
 		}
 		encodeDeltas(u.next, names)
 		u.spans.deltas = time.Since(t)

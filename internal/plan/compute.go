@@ -481,6 +481,10 @@ type planArgs struct {
 	// remote sites it marks (by index in f.Sites), for Update; the rest
 	// of the plan is whole.
 	only []bool
+	// remotePrefixes, when not nil, is the plan's Firewall.Remote, known
+	// to be what view.remotePrefixes would make (Update: the plan
+	// before's, when no site's prefixes changed).
+	remotePrefixes []netip.Prefix
 }
 
 // remote reports whether the plan's lists take the remote site at index
@@ -503,11 +507,14 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		Firewall: Firewall{
 			Table:   Table,
 			Local:   sortedPrefixes(site.Prefixes),
-			Remote:  a.v.remotePrefixes(site.Name),
+			Remote:  a.remotePrefixes,
 			Transit: ov.Transit.Masked(),
 			Flows:   []Flow{},
 		},
 		Bounds: Bounds{Supernet: ov.Supernet.Masked(), Transit: ov.Transit.Masked()},
+	}
+	if g.Firewall.Remote == nil {
+		g.Firewall.Remote = a.v.remotePrefixes(site.Name)
 	}
 	g.LAN = LAN{Address: onSegment(site, self.LANAddress), Virtual: onSegment(site, site.VirtualAddress), Active: a.v.isActive(site.Name, self)}
 	if !g.LAN.Virtual.IsValid() && len(site.Gateways) == 1 {
@@ -524,6 +531,9 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	// transit address.
 	backends := []backend.Name{overlayBackend(f)}
 	for ri := range f.Sites {
+		if len(a.v.idx.links) == 0 && a.v.idx.vias == nil {
+			break // every link is of the federation's backend (backendOf)
+		}
 		if remote := &f.Sites[ri]; remote.Name != site.Name && a.v.pairEnabled(site.Name, remote.Name) {
 			if b := a.v.backendOf(site.Name, remote.Name); !slices.Contains(backends, b) {
 				backends = append(backends, b)
@@ -574,7 +584,21 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	// routes each prefix to exactly one peer. The other gateways of a site
 	// carry their transit address only, so their tunnels stay up and a
 	// failover moves the prefixes alone.
-	via := a.rt.via(a.v, site.Name)
+	// A plan computed for a few remote sites (Update) reads what it routes
+	// by each of them alone (viaOne), rather than by every site.
+	var via [][]netip.Prefix
+	if a.only == nil || a.v.idx.vias != nil {
+		via = a.rt.via(a.v, site.Name)
+	}
+	routedBy := func(ri int) []netip.Prefix {
+		if via != nil || a.only == nil {
+			if via == nil {
+				return nil
+			}
+			return via[a.v.idx.first[ri]]
+		}
+		return a.rt.viaOne(a.v, site.Name, a.v.idx.first[ri])
+	}
 	if a.only == nil {
 		g.Peers = make([]Peer, 0, a.v.idx.gateways)
 		g.Routes = make([]Route, 0, len(a.v.idx.prefixes))
@@ -628,11 +652,7 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 				g.Routes = append(g.Routes, Route{Destination: ips[start], Device: device(b), Via: h.Name})
 			}
 			if a.v.isActive(remote.Name, h) {
-				var routed []netip.Prefix
-				if via != nil {
-					routed = via[a.v.idx.first[ri]]
-				}
-				for _, pfx := range sortedPrefixes(routed) {
+				for _, pfx := range sortedPrefixes(routedBy(ri)) {
 					ips = append(ips, pfx)
 					g.Routes = append(g.Routes, Route{Destination: pfx, Device: device(b), Via: h.Name})
 				}
@@ -841,7 +861,7 @@ func bridges(v view, site *spec.Site) ([]Bridge, error) {
 			if !net.isMember[site.Name] {
 				continue
 			}
-			x := VXLAN{Name: fmt.Sprintf("fvx%d", n.ID), Kind: ToGateways, Local: self.TransitAddress, UDPPort: VXLANPort, Remotes: []netip.Addr{}, To: "members"}
+			x := VXLAN{Name: fmt.Sprintf("fvx%d", n.ID), Kind: ToGateways, Local: self.TransitAddress, UDPPort: VXLANPort, Remotes: make([]netip.Addr, 0, len(net.remotes)), To: "members"}
 			for _, r := range net.remotes {
 				if r.site != site.Name {
 					x.Remotes = append(x.Remotes, r.addr)
@@ -1053,6 +1073,9 @@ func minTunnelMTU(v view, s *spec.Site, self *spec.Gateway) int {
 	mtu := 0
 	seen := map[backend.Name]bool{overlayBackend(v.f): true}
 	for ri := range v.f.Sites {
+		if len(v.idx.links) == 0 && v.idx.vias == nil {
+			break // every link is of the federation's backend (backendOf)
+		}
 		if r := &v.f.Sites[ri]; r.Name != s.Name && v.pairEnabled(s.Name, r.Name) {
 			seen[v.backendOf(s.Name, r.Name)] = true
 		}
@@ -1073,6 +1096,9 @@ func tunnelMTUOf(v view, s *spec.Site, self *spec.Gateway, b backend.Name) (int,
 	selfV6 := linkOuterV6(self.Endpoint)
 	outerV6 := false
 	for ri := range v.f.Sites {
+		if !selfV6 && len(v.idx.v6) == 0 {
+			break // no link of IPv4 ends may be carried over IPv6
+		}
 		remote := &v.f.Sites[ri]
 		if remote.Name == s.Name || !v.pairEnabled(s.Name, remote.Name) || v.backendOf(s.Name, remote.Name) != b {
 			continue

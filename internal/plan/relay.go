@@ -74,6 +74,28 @@ func (rt routing) via(v view, site string) [][]netip.Prefix {
 	return via
 }
 
+// viaOne is via(v, site)[n]: the prefixes site routes by the site of
+// index n in f.Sites, made without the others'.
+func (rt routing) viaOne(v view, site string, n int) []netip.Prefix {
+	i, ok := rt.pos[site]
+	if !ok || rt.next[i] == nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for dst, next := range rt.next[i] {
+		if next < 0 || rt.fidx[next] != n {
+			continue
+		}
+		d := &v.f.Sites[rt.fidx[dst]]
+		if out == nil && int(next) == dst {
+			out = d.Prefixes[:len(d.Prefixes):len(d.Prefixes)]
+			continue
+		}
+		out = append(out, d.Prefixes...)
+	}
+	return out
+}
+
 // routes reports whether the site at position i (-1: not up) routes the
 // site at index j of f.Sites.
 func (rt routing) routes(i, j int) bool {
@@ -92,14 +114,73 @@ func (rt routing) routes(i, j int) bool {
 // more), so only a pair without one needs a search; a full mesh needs none.
 // The searches run lazily, once per source site that needs one.
 func computeRouting(v view) routing {
+	if meshOnly(v) {
+		return meshRouting(v)
+	}
+	return walkRouting(v)
+}
+
+// meshOnly reports whether every two sites that are up in v have a direct
+// link of cost 1 that is up: no link is named in the topology (disabled
+// or given a cost), none is down, no site is external (whose links go
+// through its via gateway alone), and no name is up twice.
+func meshOnly(v view) bool {
+	if len(v.idx.links) > 0 || len(v.in.LinksDown) > 0 || v.idx.vias != nil {
+		return false
+	}
+	for i := 1; i < len(v.up); i++ {
+		if v.up[i-1] == v.up[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// meshRouting is walkRouting where meshOnly holds: every pair of sites
+// that shares a routed network takes its direct link, both ways, and
+// nothing is relayed. It reads the routed networks by position rather
+// than walking paths through lookups by name: at a thousand sites half a
+// million pairs, on every manager at every change
+// (TestMeshRoutingEqualsWalk).
+func meshRouting(v view) routing {
+	rt := newRouting(v)
+	n := len(rt.sites)
+	routed := make([][]string, n)
+	for i, s := range rt.sites {
+		routed[i] = v.idx.routed[s]
+	}
+	for i := range n {
+		if len(routed[i]) == 0 {
+			continue
+		}
+		for j := i + 1; j < n; j++ {
+			if len(routed[j]) == 0 || !shareAny(routed[i], routed[j]) {
+				continue
+			}
+			rt.route(i, j, j)
+			rt.route(j, i, i)
+		}
+	}
+	return rt
+}
+
+// shareAny reports whether the sorted lists x and y have a name in common.
+func shareAny(x, y []string) bool {
+	if len(x) == 1 && len(y) == 1 {
+		return x[0] == y[0]
+	}
+	return firstShared(x, y) != ""
+}
+
+// newRouting returns the routing of v's sites that are up, with no
+// routes yet.
+func newRouting(v view) routing {
 	sites := v.up
 	n := len(sites)
 	pos := make(map[string]int, n)
 	for i, s := range sites {
 		pos[s] = i
 	}
-	hops := newHopFinder(v, sites)
-
 	rt := routing{sites: sites, pos: pos, next: make([][]int32, n), relayed: map[string][]relayedPair{}}
 	rt.fidx = make([]int, n)
 	for i, s := range sites {
@@ -112,15 +193,30 @@ func computeRouting(v view) routing {
 			rt.posAt[j] = p
 		}
 	}
-	route := func(a, b, next int) {
-		if rt.next[a] == nil {
-			rt.next[a] = make([]int32, n)
-			for i := range rt.next[a] {
-				rt.next[a][i] = -1
-			}
+	return rt
+}
+
+// route sets the next site after the one at position a on the way to the
+// one at b.
+func (rt routing) route(a, b, next int) {
+	if rt.next[a] == nil {
+		rt.next[a] = make([]int32, len(rt.sites))
+		for i := range rt.next[a] {
+			rt.next[a][i] = -1
 		}
-		rt.next[a][b] = int32(next)
 	}
+	rt.next[a][b] = int32(next)
+}
+
+// walkRouting is computeRouting for any topology: for every pair of sites
+// that shares a routed network, the walk along the unique shortest path
+// (hopFinder), both ways.
+func walkRouting(v view) routing {
+	rt := newRouting(v)
+	sites := rt.sites
+	n := len(sites)
+	hops := newHopFinder(v, sites)
+	route := rt.route
 	for i, a := range sites {
 		for j := i + 1; j < n; j++ {
 			b := sites[j]

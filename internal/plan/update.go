@@ -152,6 +152,9 @@ func UpdateHeld(prevF *spec.Federation, prevIn Inputs, prev []Held, f *spec.Fede
 	if len(dirty) > len(f.Sites)/2 {
 		return whole(fmt.Sprintf("%d of %d sites changed", len(dirty), len(f.Sites)))
 	}
+	// Where every site keeps its prefixes, every plan's remote prefixes
+	// are those of the plan before (shared, not made again).
+	samePrefixes := slices.Equal(pv.idx.prefixes, v.idx.prefixes)
 	only := make([]bool, len(f.Sites))
 	for i := range f.Sites {
 		only[i] = dirty[f.Sites[i].Name]
@@ -194,6 +197,9 @@ func UpdateHeld(prevF *spec.Federation, prevIn Inputs, prev []Held, f *spec.Fede
 			return
 		}
 		a.only = only
+		if samePrefixes && old.Head.Site == site.Name && old.Head.Firewall.Remote != nil {
+			a.remotePrefixes = old.Head.Firewall.Remote
+		}
 		part, err := gatewayPlan(a)
 		if err != nil {
 			errs[i] = err

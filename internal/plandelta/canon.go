@@ -109,6 +109,16 @@ func newCanonEncoder(t reflect.Type) canonFunc {
 			p, _ := reflect.TypeAssert[netip.AddrPort](v)
 			return appendNetip(b, 2, p)
 		}
+	case reflect.TypeFor[[]netip.Addr]():
+		// A bridge's remotes: a thousand addresses in every head of a
+		// thousand gateways, read as one slice rather than by reflection
+		// entry by entry.
+		return canonNetips[netip.Addr](0)
+	case reflect.TypeFor[[]netip.Prefix]():
+		return canonNetips[netip.Prefix](1)
+	case reflect.TypeFor[[]string]():
+		// A network's sites: a thousand names in the rest of every Local.
+		return canonStrings
 	}
 	if t.Implements(canonJSONMarshaler) || reflect.PointerTo(t).Implements(canonJSONMarshaler) ||
 		reflect.PointerTo(t).Implements(canonTextMarshaler) && !t.Implements(canonTextMarshaler) {
@@ -180,6 +190,35 @@ func newCanonEncoder(t reflect.Type) canonFunc {
 	return canonByJSON // interfaces, complex numbers, channels, functions
 }
 
+// canonNetips returns the encoder of a list of netip values of kind k:
+// canonList's bytes.
+func canonNetips[T interface{ AppendBinary([]byte) ([]byte, error) }](k byte) canonFunc {
+	return func(b []byte, v reflect.Value) []byte {
+		list, _ := reflect.TypeAssert[[]T](v)
+		if list == nil {
+			return append(b, tagNull)
+		}
+		b = binary.AppendUvarint(append(b, tagList), uint64(len(list)))
+		for _, x := range list {
+			b = appendNetip(b, k, x)
+		}
+		return b
+	}
+}
+
+// canonStrings is the encoder of a list of strings: canonList's bytes.
+func canonStrings(b []byte, v reflect.Value) []byte {
+	list, _ := reflect.TypeAssert[[]string](v)
+	if list == nil {
+		return append(b, tagNull)
+	}
+	b = binary.AppendUvarint(append(b, tagList), uint64(len(list)))
+	for _, s := range list {
+		b = appendCanonString(b, s)
+	}
+	return b
+}
+
 // canonByJSON is the binary form of what JSON encodes through its own
 // methods, or in a form the binary form does not follow: the JSON itself.
 func canonByJSON(b []byte, v reflect.Value) []byte {
@@ -200,16 +239,17 @@ func canonByJSON(b []byte, v reflect.Value) []byte {
 // binary form (one to one with its text, which JSON writes), with its
 // length.
 func appendNetip[T interface{ AppendBinary([]byte) ([]byte, error) }](b []byte, k byte, x T) []byte {
-	var buf [32]byte
-	bin, _ := x.AppendBinary(buf[:0]) // cannot fail
-	return append(append(b, tagAddr, k, byte(len(bin))), bin...)
+	n := len(b)
+	b, _ = x.AppendBinary(append(b, tagAddr, k, 0)) // cannot fail
+	b[n+2] = byte(len(b) - n - 3)
+	return b
 }
 
 // appendCanonString is a string's binary form: as JSON, which writes
 // each byte of an invalid UTF-8 sequence as U+FFFD (so the string an
 // agent decodes has them).
 func appendCanonString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
+	if !ascii(s) && !utf8.ValidString(s) {
 		valid := make([]byte, 0, len(s)+8)
 		for _, r := range s {
 			valid = utf8.AppendRune(valid, r) // RuneError for each invalid byte
@@ -217,6 +257,17 @@ func appendCanonString(b []byte, s string) []byte {
 		s = string(valid)
 	}
 	return appendString(append(b, tagString), s)
+}
+
+// ascii reports whether s is all ASCII (then valid UTF-8): the names
+// and addresses of a spec, checked without a call.
+func ascii(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // canonList is a list's binary form: its length and entries.
@@ -282,20 +333,7 @@ func canonMap(t reflect.Type) canonFunc {
 // canonStringMap is canonMap's encoder of a map[string]string.
 func canonStringMap(b []byte, v reflect.Value) []byte {
 	m, _ := reflect.TypeAssert[map[string]string](v)
-	if m == nil {
-		return append(b, tagNull)
-	}
-	var array [8]string
-	keys := array[:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	b = binary.AppendUvarint(append(b, tagMap), uint64(len(keys)))
-	for _, k := range keys {
-		b = appendCanonString(appendCanonString(b, k), m[k])
-	}
-	return b
+	return appendStringMap(b, m)
 }
 
 // canonField is a field of a struct as JSON writes it.

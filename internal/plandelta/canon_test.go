@@ -37,6 +37,8 @@ type canonKinds struct {
 	Any    any               `json:"any,omitempty"`
 	Nested struct{ X int }   `json:"nested,omitzero"`
 	Keyed  map[plan.Key]bool `json:"keyed,omitempty"`
+	Addrs  []netip.Addr      `json:"addrs"`
+	Pres   []netip.Prefix    `json:"pres,omitempty"`
 	skip   int
 	Dash   int `json:"-"`
 	Plain  int
@@ -79,6 +81,10 @@ func TestCanonFollowsJSON(t *testing.T) {
 		{"nested", canonKinds{Nested: struct{ X int }{1}}, canonKinds{}},
 		{"pointer", canonKinds{P: &canonKinds{}}, canonKinds{}},
 		{"float", canonKinds{F: 0.1}, canonKinds{F: 0.2}},
+		{"nil and empty addresses", canonKinds{Addrs: nil}, canonKinds{Addrs: []netip.Addr{}}},
+		{"addresses", canonKinds{Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1"), {}}}, canonKinds{Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}},
+		{"empty prefixes omitted", canonKinds{Pres: nil}, canonKinds{Pres: []netip.Prefix{}}},
+		{"prefixes", canonKinds{Pres: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}, canonKinds{Pres: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/9")}}},
 		{"array", canonKinds{Arr: [2]int{1, 2}}, canonKinds{Arr: [2]int{2, 1}}},
 	}
 	for _, c := range cases {
@@ -154,5 +160,28 @@ func BenchmarkSiteCanon(b *testing.B) {
 	var buf []byte
 	for b.Loop() {
 		buf = appendCanon(buf[:0], reflect.ValueOf(&s).Elem())
+	}
+}
+
+// TestCanonNetipLists: lists of netip values and of strings, which
+// canonNetips and canonStrings encode without reflection per entry, have
+// the bytes of canonList (as a named list type, which takes the general
+// path, has them).
+func TestCanonNetipLists(t *testing.T) {
+	type addrs []netip.Addr
+	type prefixes []netip.Prefix
+	type strs []string
+	a := []netip.Addr{netip.MustParseAddr("10.0.0.1"), {}, netip.MustParseAddr("fd00::1")}
+	p := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")}
+	for _, c := range []struct{ fast, general any }{
+		{a, addrs(a)}, {[]netip.Addr(nil), addrs(nil)}, {[]netip.Addr{}, addrs{}},
+		{p, prefixes(p)}, {[]netip.Prefix(nil), prefixes(nil)},
+		{[]string{"a", "", "b\xff"}, strs{"a", "", "b\xff"}}, {[]string(nil), strs(nil)}, {[]string{}, strs{}},
+	} {
+		fast := appendCanon(nil, reflect.ValueOf(c.fast))
+		general := appendCanon(nil, reflect.ValueOf(c.general))
+		if string(fast) != string(general) {
+			t.Errorf("%v: %q, the general path %q", c.fast, fast, general)
+		}
 	}
 }

@@ -121,10 +121,13 @@ func siteHasher(v int) func(*spec.Site) uint64 {
 func siteCanonHash(s *spec.Site) uint64 {
 	b := canonBuffers.Get().(*[]byte)
 	defer canonBuffers.Put(b)
-	*b = appendCanon((*b)[:0], reflect.ValueOf(s).Elem())
+	*b = appendSiteCanon((*b)[:0], s)
 	return xxhash.Sum64(*b)
 }
 
+// canonBuffers are buffers the binary forms hashed are written into: a
+// change hashes a site, a head and a Local's rest per plan, on managers
+// and agents alike.
 var canonBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // siteHash is the xxHash of a site's JSON (every field JSON has, as
@@ -164,16 +167,19 @@ func localSum(l *plan.Local, sites []uint64, v int) [sha256.Size]byte {
 		f.Sites = nil
 		rest.Federation = &f
 	}
-	var b []byte
+	buf := canonBuffers.Get().(*[]byte)
+	defer canonBuffers.Put(buf)
+	b := (*buf)[:0]
 	if v == 2 {
-		b = append([]byte("fednet local sum 2\n"), encode(rest)...)
+		b = append(append(b, "fednet local sum 2\n"...), encode(rest)...)
 	} else {
-		b = appendCanon([]byte("fednet local sum 3\n"), reflect.ValueOf(&rest).Elem())
+		b = appendCanon(append(b, "fednet local sum 3\n"...), reflect.ValueOf(&rest).Elem())
 	}
 	b = binary.AppendUvarint(b, uint64(len(sites)))
 	for _, h := range sites {
 		b = binary.LittleEndian.AppendUint64(b, h)
 	}
+	*buf = b
 	return sha256.Sum256(b)
 }
 
@@ -304,7 +310,9 @@ func hashOf[T any](buf *[]byte, x T, enc func([]byte, T) []byte) uint64 {
 // (read only when g has one); js is g's HeadJSON, nil to encode it here
 // (version 2 alone reads it). Only g's head and Local are read.
 func digestSum(g plan.Gateway, lens [4]int, lists [4]uint64, local *LocalDigest, js []byte, v int) [sha256.Size]byte {
-	var b []byte
+	buf := canonBuffers.Get().(*[]byte)
+	defer canonBuffers.Put(buf)
+	b := (*buf)[:0]
 	if v == 2 {
 		if js == nil {
 			var err error
@@ -312,12 +320,11 @@ func digestSum(g plan.Gateway, lens [4]int, lists [4]uint64, local *LocalDigest,
 				js = []byte("unencodable: " + err.Error()) // as sumOf
 			}
 		}
-		b = make([]byte, 0, len(js)+96)
 		b = append(b, "fednet plan sum 2\n"...)
 		b = appendBytes(b, js)
 	} else {
 		h := head(g)
-		b = appendCanon(append(make([]byte, 0, 4096), "fednet plan sum 3\n"...), reflect.ValueOf(&h).Elem())
+		b = appendCanon(append(b, "fednet plan sum 3\n"...), reflect.ValueOf(&h).Elem())
 	}
 	for i, n := range lens {
 		b = binary.AppendUvarint(b, uint64(n))
@@ -329,6 +336,7 @@ func digestSum(g plan.Gateway, lens [4]int, lists [4]uint64, local *LocalDigest,
 			b = append(b, local.Sum[:]...)
 		}
 	}
+	*buf = b
 	return sha256.Sum256(b)
 }
 

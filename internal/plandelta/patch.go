@@ -120,9 +120,11 @@ type compiledPatch struct {
 
 type setField struct {
 	index int
-	// value is the decoded value, given to each use as it is (values
-	// without references), or copied (maps and lists of such values);
-	// when not reusable, raw is decoded at each use.
+	// value is the decoded value, given to each use as it is: values
+	// without references, or maps and lists of such values, which the
+	// entries patched share (plans are values: nobody writes into them,
+	// as nobody writes into the entries a rebuilt list shares with its
+	// base); when not reusable, raw is decoded at each use.
 	value reflect.Value
 	reuse bool
 	raw   json.RawMessage
@@ -185,7 +187,7 @@ func (pc patchCache) patchStruct(v reflect.Value, p *Patch) error {
 	}
 	for _, f := range c.set {
 		if f.reuse {
-			v.Field(f.index).Set(copyOf(f.value))
+			v.Field(f.index).Set(f.value)
 			continue
 		}
 		nv := reflect.New(f.value.Type())
@@ -203,8 +205,9 @@ func (pc patchCache) patchStruct(v reflect.Value, p *Patch) error {
 }
 
 // copyable reports whether a value of t can be given to several structs
-// as copyOf makes it: no pointers, interfaces or channels inside, maps
-// and lists only of such values (copied one level deep).
+// as it is: no pointers, interfaces or channels inside, maps and lists
+// only of such values (shared: a bridge port given to every site of a
+// thousand is one map, not a thousand copies).
 func copyable(t reflect.Type) bool {
 	switch t.Kind() {
 	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -222,23 +225,6 @@ func copyable(t reflect.Type) bool {
 // scalar reports whether t is a number, a bool or a string.
 func scalar(t reflect.Type) bool {
 	return t.Kind() != reflect.Map && t.Kind() != reflect.Slice && copyable(t)
-}
-
-// copyOf returns v, a copyable value, with its map or list copied.
-func copyOf(v reflect.Value) reflect.Value {
-	switch {
-	case v.Kind() == reflect.Map && !v.IsNil():
-		out := reflect.MakeMapWithSize(v.Type(), v.Len())
-		for it := v.MapRange(); it.Next(); {
-			out.SetMapIndex(it.Key(), it.Value())
-		}
-		return out
-	case v.Kind() == reflect.Slice && !v.IsNil():
-		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
-		reflect.Copy(out, v)
-		return out
-	}
-	return v
 }
 
 // patchPart applies p to the addressable field v (a struct or a list of
@@ -273,11 +259,19 @@ var (
 )
 
 // marshals reports whether t encodes itself (netip.Addr, say): such a
-// value is set whole.
+// value is set whole. Answers are cached by type (a patch repeated over
+// a thousand sites asks a thousand times).
 func marshals(t reflect.Type) bool {
+	if m, ok := marshalsCache.Load(t); ok {
+		return m.(bool)
+	}
 	pt := reflect.PointerTo(t)
-	return t.Implements(jsonMarshaler) || t.Implements(textMarshaler) || pt.Implements(jsonMarshaler) || pt.Implements(textMarshaler)
+	m := t.Implements(jsonMarshaler) || t.Implements(textMarshaler) || pt.Implements(jsonMarshaler) || pt.Implements(textMarshaler)
+	marshalsCache.Store(t, m)
+	return m
 }
+
+var marshalsCache sync.Map // reflect.Type → bool
 
 // jsonField is a struct field with its JSON name.
 type jsonField struct {

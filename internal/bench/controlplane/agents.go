@@ -29,12 +29,15 @@ const statusInterval = 5 * time.Second // agent.DefaultStatusInterval
 
 // agent is a simulated fednet agent: real HTTPS, real enrollment, real long
 // polls (with deltas and gzip, through the client every agent uses), and a
-// data plane that applies nothing: it takes each plan, reports it applied
-// and watches for the next, and reports its status every statusInterval.
+// data plane that applies nothing: it takes each plan, watches for the next
+// at once and has its report loop say the plan is applied (as fednet
+// agent pokes its own), and reports its status every statusInterval.
 type agent struct {
 	name string
 	cl   *client.Client
 	read *atomic.Int64 // bytes read from the managers, over all connections
+	// kick asks the report loop for a report now (a plan was applied).
+	kick chan struct{}
 
 	mu       sync.Mutex
 	gen      int64
@@ -102,7 +105,7 @@ func (a *agent) run(ctx context.Context) {
 			resp, changed, err = a.cl.WatchPlan(ctx, a.name, after, watchTimeout)
 			if err == nil && changed {
 				a.apply(resp)
-				err = a.cl.PutStatus(ctx, a.name, a.status())
+				a.poke()
 			}
 		}
 		if ctx.Err() != nil {
@@ -139,9 +142,18 @@ func (a *agent) run(ctx context.Context) {
 	}
 }
 
+// poke asks the report loop for a report now.
+func (a *agent) poke() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
 // report sends a status report every statusInterval (the first after a
-// random part of it, so the agents' reports spread) until ctx ends or the
-// gateway is removed, as fednet agent does besides its watch. A report
+// random part of it, so the agents' reports spread) and when poked (a plan
+// applied) until ctx ends or the gateway is removed, as fednet agent does
+// besides its watch: the watch does not wait for the report. A report
 // that fails is counted (with the watch's failures, for
 // Reconnect.FailedAfterUp); the next tick tries again.
 func (a *agent) report(ctx context.Context) {
@@ -152,8 +164,9 @@ func (a *agent) report(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			t.Reset(statusInterval)
+		case <-a.kick:
 		}
-		t.Reset(statusInterval)
 		a.mu.Lock()
 		skip := a.removed || a.err != nil || a.inOutage || a.gen == 0
 		a.mu.Unlock()

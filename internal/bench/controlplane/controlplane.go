@@ -531,7 +531,7 @@ func (r *run) enroll(ctx context.Context, i int) (*agent, error) {
 	urls := jt.URLs()
 	k := i % len(urls)
 	urls = append(urls[k:], urls[:k]...)
-	a := &agent{name: name, read: &r.read, arrived: map[int64]time.Time{}}
+	a := &agent{name: name, read: &r.read, arrived: map[int64]time.Time{}, kick: make(chan struct{}, 1)}
 	ecl, err := client.New(client.Config{URLs: urls, CAFingerprint: jt.CAFingerprint, Timeout: time.Minute})
 	if err != nil {
 		return nil, err

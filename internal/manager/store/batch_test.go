@@ -30,7 +30,7 @@ func TestReportBatcher(t *testing.T) {
 			return errors.New("boom")
 		}
 		return nil
-	})
+	}, 0)
 	ctx := context.Background()
 	done := make(chan error)
 	go func() { done <- b.Put(ctx, Report{Gateway: "gw-first"}) }()
@@ -67,6 +67,35 @@ func TestReportBatcher(t *testing.T) {
 	got := Latest([]Report{{Gateway: "a", JSON: []byte("1")}, {Gateway: "b"}, {Gateway: "a", JSON: []byte("2")}})
 	if want := []Report{{Gateway: "b"}, {Gateway: "a", JSON: []byte("2")}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Latest = %v, want %v", got, want)
+	}
+}
+
+// TestReportBatcherLingers: reports put within the linger after the
+// first are written in one batch, and each Put returns once it is.
+func TestReportBatcherLingers(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	b := NewReportBatcher(func(rs []Report) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, len(rs))
+		return nil
+	}, time.Second)
+	ctx := context.Background()
+	const n = 20
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := b.Put(ctx, Report{Gateway: fmt.Sprintf("gw-%02d", i)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) != 1 || sizes[0] != n {
+		t.Errorf("batches of %v, want one of %d", sizes, n)
 	}
 }
 

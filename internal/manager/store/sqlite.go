@@ -202,7 +202,7 @@ func openLocked(ctx context.Context, path string, create bool) (*SQLite, error) 
 		return nil, fmt.Errorf("opening database %s: %w", path, err)
 	}
 	s := &SQLite{db: db, done: make(chan struct{}), changed: make(chan struct{})}
-	s.reports = NewReportBatcher(s.putReports)
+	s.reports = NewReportBatcher(s.putReports, ReportLinger)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening database %s: %w", path, err)

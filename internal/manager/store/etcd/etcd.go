@@ -136,7 +136,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("etcd store %s: the cluster does not answer within %v: %w", strings.Join(cfg.Endpoints, ","), timeout, err)
 	}
 	s := &Store{cli: cli, prefix: prefix, done: make(chan struct{})}
-	s.reports = store.NewReportBatcher(s.putReports)
+	s.reports = store.NewReportBatcher(s.putReports, store.ReportLinger)
 	return s, nil
 }
 
