@@ -56,9 +56,16 @@ check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-# unit runs every Go test (the root-only ones skip when not root).
+# unit runs every Go test (the root-only ones skip when not root). The fault
+# suite's short form (SERIAL_PKGS) runs alone, after the others: it asserts
+# that a fault loses nothing on the pairs it does not concern, and on two
+# cores shared with other packages' labs under the race detector the lab's
+# gateways were starved for 0.4 s and more (CI, stop 21), which looks to
+# detection like a dead path. Its whole suite has its own target (faults).
+SERIAL_PKGS := ./internal/faults
 unit:
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -x -F $(foreach p,$(SERIAL_PKGS),-e github.com/fednet/fednet/$(patsubst ./%,%,$(p))))
+	$(GO) test -race -count=1 -timeout 10m $(SERIAL_PKGS)
 
 # Each target through .ci/fuzz, which runs a target again only when Go's
 # fuzz coordinator failed it on its own deadline race (go.dev/issue/75804).
