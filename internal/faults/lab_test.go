@@ -19,7 +19,7 @@ var binary string
 
 func TestMain(m *testing.M) { os.Exit(demo.RunTests(m, &binary)) }
 
-// TestShortSuite is `make test`'s short form of the fault suite: three
+// TestShortSuite is `make test`'s short form of the fault suite: four
 // faults on examples/ha.yaml with real agents and a manager, short holds.
 // It asserts what holds today and must keep holding, never a timing: the
 // suite measures, repairs and cleans up; killing the agent and downing the
