@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,19 +138,16 @@ func waitQueued(t *testing.T, port uint16, bytes int) {
 	})
 }
 
-// receiveAll calls fn until it has n datagrams and returns them with
-// their endpoints and the number of calls.
-func receiveAll(t *testing.T, fn conn.ReceiveFunc, batchLen, n int) ([][]byte, []conn.Endpoint, int) {
+// receiveAll calls fn (a receive function of b) until it has n datagrams
+// and returns them with their endpoints and the number of calls.
+func receiveAll(t *testing.T, b *udpbind.Bind, fn conn.ReceiveFunc, batchLen, n int) ([][]byte, []conn.Endpoint, int) {
 	t.Helper()
 	bufs, sizes, eps := batch(batchLen)
 	var got [][]byte
 	var from []conn.Endpoint
 	calls := 0
 	for len(got) < n {
-		c, err := fn(bufs, sizes, eps)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := receive(t, b, fn, bufs, sizes, eps)
 		calls++
 		for i := range c {
 			got = append(got, bytes.Clone(bufs[i][:sizes[i]]))
@@ -163,6 +161,27 @@ func receiveAll(t *testing.T, fn conn.ReceiveFunc, batchLen, n int) ([][]byte, [
 		t.Fatalf("%d datagrams, want %d", len(got), n)
 	}
 	return got, from, calls
+}
+
+// receive calls fn, a receive function of b, once. A call that waits
+// 10 s (for datagrams the bind lost) closes b and fails t instead of
+// hanging.
+func receive(t *testing.T, b *udpbind.Bind, fn conn.ReceiveFunc, bufs [][]byte, sizes []int, eps []conn.Endpoint) int {
+	t.Helper()
+	var expired atomic.Bool
+	timer := time.AfterFunc(10*time.Second, func() {
+		expired.Store(true)
+		b.Close()
+	})
+	n, err := fn(bufs, sizes, eps)
+	timer.Stop()
+	if expired.Load() {
+		t.Fatalf("a receive waited 10 s for datagrams that did not come: the bind lost some")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // checkStream checks that got is datagrams first..first+len(got)-1 of
@@ -179,7 +198,7 @@ func checkStream(t *testing.T, got [][]byte, first, size int) {
 // Datagrams that arrive one by one are read a batch at a time, not two
 // per call (wireguard-go's StdNetBind with UDP GRO).
 func testReadsWholeBatch(t *testing.T) {
-	_, fns, port := open(t)
+	b, fns, port := open(t)
 	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
 	c := udpSocket(t, "udp4", "127.0.0.1:0")
 	// One datagram first: it tells the bind that they come one by one,
@@ -187,7 +206,7 @@ func testReadsWholeBatch(t *testing.T) {
 	sendGSO(t, c, to, datagram(0, 200), 0)
 	waitQueued(t, port, 1)
 	one := rxQueue(t, port)
-	got, eps, _ := receiveAll(t, fns[0], 128, 1)
+	got, eps, _ := receiveAll(t, b, fns[0], 128, 1)
 	checkStream(t, got, 0, 200)
 	if e := eps[0].(*udpbind.Endpoint); e.DstAddrPort() != c.LocalAddr().(*net.UDPAddr).AddrPort() || e.SrcIP() != netip.MustParseAddr("127.0.0.1") {
 		t.Errorf("endpoint %v from %v, want %v from 127.0.0.1", e.DstAddrPort(), e.SrcIP(), c.LocalAddr())
@@ -196,7 +215,7 @@ func testReadsWholeBatch(t *testing.T) {
 		sendGSO(t, c, to, datagram(i, 200), 0)
 	}
 	waitQueued(t, port, 100*one)
-	got, _, calls := receiveAll(t, fns[0], 128, 100)
+	got, _, calls := receiveAll(t, b, fns[0], 128, 100)
 	checkStream(t, got, 1, 200)
 	if calls != 1 {
 		t.Errorf("100 queued datagrams took %d calls, want 1", calls)
@@ -214,7 +233,7 @@ func testSplitsGRO(t *testing.T) {
 	c := udpSocket(t, "udp4", "127.0.0.1:0")
 	// Singles first, so that the bind reads a whole batch next.
 	sendGSO(t, c, to, datagram(0, 100), 0)
-	got, _, _ := receiveAll(t, fns[0], 128, 1)
+	got, _, _ := receiveAll(t, b, fns[0], 128, 1)
 	checkStream(t, got, 0, 100)
 	if udpbind.Expect(b) != 1 {
 		t.Fatalf("after single datagrams the bind expects %d per message, want 1", udpbind.Expect(b))
@@ -251,10 +270,7 @@ func testSplitsGRO(t *testing.T) {
 	var stashed []int
 	got = nil
 	for len(got) < len(stream) && len(calls) < 10 {
-		k, err := fns[0](bufs, sizes, eps)
-		if err != nil {
-			t.Fatal(err)
-		}
+		k := receive(t, b, fns[0], bufs, sizes, eps)
 		for i := range k {
 			got = append(got, bytes.Clone(bufs[i][:sizes[i]]))
 		}
@@ -301,7 +317,7 @@ func testSmallBatches(t *testing.T) {
 		p = append(p, datagram(i, 120)...)
 	}
 	sendQueued(t, c, to, p, 120)
-	got, _, calls := receiveAll(t, fns[0], 7, 50)
+	got, _, calls := receiveAll(t, b, fns[0], 7, 50)
 	checkStream(t, got, 0, 120)
 	if calls != 8 {
 		t.Errorf("50 datagrams in batches of 7 took %d calls, want 8", calls)
@@ -433,7 +449,7 @@ func testStickySource(t *testing.T) {
 	b, fns, port := open(t)
 	peer := udpSocket(t, "udp4", "127.0.0.1:0")
 	sendGSO(t, peer, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.3"), port), datagram(0, 64), 0)
-	_, eps, _ := receiveAll(t, fns[0], 128, 1)
+	_, eps, _ := receiveAll(t, b, fns[0], 128, 1)
 	ep := eps[0].(*udpbind.Endpoint)
 	if ep.SrcIP() != netip.MustParseAddr("127.0.0.3") || ep.SrcToString() != "127.0.0.3" {
 		t.Fatalf("source %v, want 127.0.0.3", ep.SrcIP())
@@ -471,7 +487,7 @@ func testIPv6(t *testing.T) {
 	for i := range 5 {
 		sendGSO(t, c, to, datagram(i, 500), 0)
 	}
-	got, eps, _ := receiveAll(t, fns[1], 128, 5)
+	got, eps, _ := receiveAll(t, b, fns[1], 128, 5)
 	checkStream(t, got, 0, 500)
 	ep := eps[0].(*udpbind.Endpoint)
 	if ep.DstToString() != c.LocalAddr().String() || ep.SrcIP() != netip.IPv6Loopback() {
