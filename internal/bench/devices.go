@@ -115,6 +115,12 @@ type DeviceConfig struct {
 	// UDPRatesMbps, when set, measures UDP at these offered rates too
 	// (iperf3, 1200-byte datagrams, Transfer long each).
 	UDPRatesMbps []float64
+	// PathDelay, when set, adds this much to the round trip of every
+	// measurement on the first site's internet link, for the whole run.
+	// The lab's delay line passes datagrams on one by one: the receiving
+	// device gets them unmerged, as across a path that does not merge
+	// them. Not with Delay.
+	PathDelay time.Duration
 	// Loaded measures the round trip under load (pings during a bulk
 	// transfer) too.
 	Loaded bool
@@ -180,6 +186,9 @@ func RunDevices(ctx context.Context, cfg DeviceConfig) (res []DeviceResult, err 
 		return nil, errors.New("the device comparison needs a spec of at least two sites")
 	}
 	a, b := f.Sites[0].Name, f.Sites[1].Name
+	if cfg.PathDelay > 0 && cfg.Delay > 0 {
+		return nil, errors.New("the device comparison takes a delay on the whole path or one for TCP, not both")
+	}
 	if err := lab.Down(ctx, cfg.Name); err != nil {
 		return nil, fmt.Errorf("removing an old lab %q: %w", cfg.Name, err)
 	}
@@ -192,6 +201,12 @@ func RunDevices(ctx context.Context, cfg DeviceConfig) (res []DeviceResult, err 
 		defer cancel()
 		err = errors.Join(err, l.Down(cctx))
 	}()
+	if cfg.PathDelay > 0 {
+		if err := l.Impair(ctx, a, lab.Impairment{Delay: cfg.PathDelay / 2}); err != nil {
+			return nil, fmt.Errorf("delaying the path: %w", err)
+		}
+		progress("path: %v added to the round trip on %s's internet link", cfg.PathDelay, a)
+	}
 	from, to := l.Hosts(a)[0], l.Hosts(b)[0]
 	srv, err := l.Start(to, "iperf3", "-s", "-p", fmt.Sprint(IperfPort))
 	if err != nil {

@@ -21,6 +21,7 @@ var (
 	devicePings   = flag.Int("bench.pings", 100, "idle pings of TestDevices (10 ms apart)")
 	deviceLoaded  = flag.Bool("bench.loaded", false, "TestDevices also pings under load")
 	deviceDelay   = flag.Duration("bench.delay", 0, "TestDevices also measures TCP with this much added round-trip delay")
+	devicePath    = flag.Duration("bench.pathdelay", 0, "TestDevices runs every measurement with this much added to the round trip (the lab's delay line, which passes datagrams on one by one)")
 	deviceUDP     = flag.String("bench.udp", "", "offered rates (Mbit/s, comma-separated) at which TestDevices also measures UDP; empty: none")
 )
 
@@ -70,7 +71,7 @@ func TestDevices(t *testing.T) {
 	defer cancel()
 	res, err := bench.RunDevices(ctx, bench.DeviceConfig{SpecYAML: string(spec), Binary: binary, Variants: vs,
 		Rounds: *deviceRounds, Transfer: time.Duration(*deviceSeconds) * time.Second, Streams: streams,
-		Pings: *devicePings, Loaded: *deviceLoaded, Delay: *deviceDelay, UDPRatesMbps: rates, Progress: testWriter{t}})
+		Pings: *devicePings, Loaded: *deviceLoaded, Delay: *deviceDelay, PathDelay: *devicePath, UDPRatesMbps: rates, Progress: testWriter{t}})
 	t.Logf("\n%s", bench.DeviceTable(res, streams))
 	if err != nil {
 		t.Fatal(err)
