@@ -20,7 +20,9 @@
 // Sending is as StdNetBind's: consecutive datagrams of one size go out as
 // one UDP GSO message (UDP_SEGMENT), without copying them together (each
 // datagram is an element of the message's I/O vector), and a kernel that
-// refuses GSO on the route (EIO) turns it off for the socket. Sticky
+// refuses GSO on the route (EIO: an IPsec route, and on older kernels a
+// device without checksum offload, which Linux 6.18 accepted in a test)
+// turns it off for the socket, sending again only what it refused. Sticky
 // sources are kept (the local address and interface a peer's datagram
 // arrived on are where replies leave from).
 //
