@@ -19,8 +19,8 @@ func GSO(b *Bind) bool { return b.v4.gso.Load() }
 // SetGSO turns UDP GSO on the bind's IPv4 socket on or off.
 func SetGSO(b *Bind, on bool) { b.v4.gso.Store(on) }
 
-// Expect is how many datagrams per message the IPv4 socket expects.
-func Expect(b *Bind) int { return b.v4.rx.expect }
+// Next is how many messages the IPv4 socket's next read asks for.
+func Next(b *Bind) int { return b.v4.rx.next }
 
 // Stashed is how many datagrams the IPv4 socket keeps for the next call.
 func Stashed(b *Bind) int {

@@ -12,10 +12,12 @@
 // everything behind it: each decryption hand-off, each TUN write, the
 // receiving device's coalescing, which has nothing to merge. This bind
 // reads as many messages as the batch holds when they come one by one,
-// and fewer (as StdNetBind) when they come merged: it expects as many
-// datagrams per message as the last read had. A read that brings more
-// than the batch holds keeps the rest for the next call (stash), so
-// nothing is lost when the guess is wrong.
+// and fewer (as StdNetBind) when they come merged: it doubles the
+// messages it asks for after each read of single datagrams, up to the
+// batch, and falls back to what fits the batch as soon as a read brings
+// merged ones. A read that brings more than the batch holds keeps the
+// rest for the next call (stash), so nothing is lost when the guess is
+// wrong; doubling bounds what a wrong guess copies.
 //
 // Sending is as StdNetBind's: consecutive datagrams of one size go out as
 // one UDP GSO message (UDP_SEGMENT), without copying them together (each

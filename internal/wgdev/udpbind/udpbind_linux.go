@@ -252,9 +252,13 @@ type receiver struct {
 	names [batchSize]unix.RawSockaddrInet6 // large enough for IPv4's
 	oob   [batchSize * rxOOB]byte
 	msgs  [batchSize]rxMsg
-	// expect is how many datagrams a message is expected to hold: the
-	// most the last read's messages held.
-	expect int
+	// next is how many messages the next read asks for (with GRO; without,
+	// a whole batch): it doubles after a read whose messages were single
+	// datagrams, up to a batch, and falls to what fits the batch if every
+	// message held as many datagrams as the fullest of the last read (2
+	// for GRO's 64). A wrong guess costs copies to the stash; doubling
+	// bounds it when single messages come between merged ones.
+	next int
 	// stash holds what a read brought beyond the batch, for the next
 	// calls; spare holds buffers stash used before.
 	stash []stashed
@@ -276,7 +280,7 @@ type stashed struct {
 }
 
 func (r *receiver) init() {
-	r.expect = maxSegments
+	r.next = batchSize / maxSegments
 	for i := range r.hdrs {
 		h := &r.hdrs[i].hdr
 		h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
@@ -292,7 +296,7 @@ func (s *socket) receive(bufs [][]byte, sizes []int, eps []conn.Endpoint) (int, 
 	if len(r.stash) > 0 {
 		return r.drain(bufs, sizes, eps), nil
 	}
-	want := max(min(len(bufs)/r.expect, batchSize), 1)
+	want := max(min(r.next, len(bufs), batchSize), 1)
 	if !s.gro {
 		want = min(len(bufs), batchSize)
 	}
@@ -327,7 +331,11 @@ func (s *socket) receive(bufs [][]byte, sizes []int, eps []conn.Endpoint) (int, 
 			total += m.segs
 		}
 	}
-	r.expect = most
+	if most == 1 {
+		r.next = min(2*r.next, batchSize)
+	} else {
+		r.next = min(max(len(bufs)/most, 1), 2*r.next)
+	}
 	var last *Endpoint
 	endpoint := func(i int) *Endpoint {
 		e := s.endpoint(i)
