@@ -168,8 +168,11 @@ func ParseAQM(s string) (AQM, error) {
 type Bind string
 
 const (
-	// BindBatch is fednet's bind (package udpbind): a whole batch per
-	// receive call when datagrams arrive one by one. The default.
+	// BindBatch is fednet's bind (package udpbind): up to a whole batch
+	// per receive call when datagrams arrive one by one. The default: in
+	// the lab it moved more for less CPU than BindWireGuardGo where
+	// datagrams arrived unmerged, and as much where they arrived merged
+	// (docs/bench.md, session 7).
 	BindBatch Bind = "batch"
 	// BindWireGuardGo is wireguard-go's StdNetBind, what a standalone
 	// wireguard-go runs on.
