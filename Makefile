@@ -110,12 +110,14 @@ bench-dataplane: deps build
 # tunnel without fednet (docs/bench.md, "Comparing devices"): each variant of
 # WGDEV_VARIANTS (NAME: [KEY=VALUE ...] [wgdev flags], separated by ';') in
 # turn, WGDEV_ROUNDS rounds; prints a table of throughput, idle RTT and CPU
-# seconds per gigabyte. Takes the lab lock.
-WGDEV_VARIANTS ?= wireguard-go: --tun wireguard-go --aqm off; fednet: --tcp-fallback 443
+# seconds per gigabyte, and of UDP's received rate at each offered rate of
+# WGDEV_UDP (Mbit/s, comma-separated; empty: no UDP). Takes the lab lock.
+WGDEV_VARIANTS ?= wireguard-go: --tun wireguard-go --aqm off --bind wireguard-go; fednet: --tcp-fallback 443
 WGDEV_ROUNDS ?= 3
+WGDEV_UDP ?= 100,500,1000
 bench-wgdev: deps
 	flock -o /tmp/fednet-lab.lock $(GO) test -count=1 -timeout 40m -run '^TestDevices$$' -v ./internal/bench \
-		-bench.devices '$(WGDEV_VARIANTS)' -bench.rounds $(WGDEV_ROUNDS)
+		-bench.devices '$(WGDEV_VARIANTS)' -bench.rounds $(WGDEV_ROUNDS) -bench.udp '$(WGDEV_UDP)'
 
 # bench-abw runs the available-bandwidth accuracy runs (as root, in a lab):
 # bottlenecks of 20, 100 and 400 Mbit/s, without and with 30 % cross traffic,

@@ -63,7 +63,7 @@ const (
 var firewallTokens = map[string]Firewall{"@nft": FirewallTracked, "@nft-notrack": FirewallUntracked, "@nft-udpfirst": FirewallTunnelFirst, "@nft-raw": FirewallTunnelRaw}
 
 // ParseDeviceVariant reads "NAME: [@nft|@nft-notrack|@nft-udpfirst|@nft-raw] [KEY=VALUE ...]
-// [FLAGS ...]", e.g. "ref: --tun wireguard-go --aqm off" or "one: @nft
+// [FLAGS ...]", e.g. "ref: --tun wireguard-go --aqm off --bind wireguard-go" or "one: @nft
 // GOMAXPROCS=1 --aqm off".
 func ParseDeviceVariant(s string) (DeviceVariant, error) {
 	name, rest, ok := strings.Cut(s, ":")
@@ -112,6 +112,15 @@ type DeviceConfig struct {
 	Transfer time.Duration
 	Streams  []int
 	Pings    int
+	// UDPRatesMbps, when set, measures UDP at these offered rates too
+	// (iperf3, 1200-byte datagrams, Transfer long each).
+	UDPRatesMbps []float64
+	// PathDelay, when set, adds this much to the round trip of every
+	// measurement on the first site's internet link, for the whole run.
+	// The lab's delay line passes datagrams on one by one: the receiving
+	// device gets them unmerged, as across a path that does not merge
+	// them. Not with Delay.
+	PathDelay time.Duration
 	// Loaded measures the round trip under load (pings during a bulk
 	// transfer) too.
 	Loaded bool
@@ -134,8 +143,10 @@ type DeviceResult struct {
 	LoadedP99Ms   float64 `json:"loaded_p99_ms,omitempty"`
 	LoadedLossPct float64 `json:"loaded_loss_percent,omitempty"`
 	// DelayMbps is TCP's rate with DeviceConfig.Delay added.
-	DelayMbps float64  `json:"delay_mbps,omitempty"`
-	Errors    []string `json:"errors,omitempty"`
+	DelayMbps float64 `json:"delay_mbps,omitempty"`
+	// UDP is one result per DeviceConfig.UDPRatesMbps.
+	UDP    []UDPResult `json:"udp,omitempty"`
+	Errors []string    `json:"errors,omitempty"`
 }
 
 // RunDevices measures every variant's tunnel between the first hosts of
@@ -175,6 +186,9 @@ func RunDevices(ctx context.Context, cfg DeviceConfig) (res []DeviceResult, err 
 		return nil, errors.New("the device comparison needs a spec of at least two sites")
 	}
 	a, b := f.Sites[0].Name, f.Sites[1].Name
+	if cfg.PathDelay > 0 && cfg.Delay > 0 {
+		return nil, errors.New("the device comparison takes a delay on the whole path or one for TCP, not both")
+	}
 	if err := lab.Down(ctx, cfg.Name); err != nil {
 		return nil, fmt.Errorf("removing an old lab %q: %w", cfg.Name, err)
 	}
@@ -187,6 +201,12 @@ func RunDevices(ctx context.Context, cfg DeviceConfig) (res []DeviceResult, err 
 		defer cancel()
 		err = errors.Join(err, l.Down(cctx))
 	}()
+	if cfg.PathDelay > 0 {
+		if err := l.Impair(ctx, a, lab.Impairment{Delay: cfg.PathDelay / 2}); err != nil {
+			return nil, fmt.Errorf("delaying the path: %w", err)
+		}
+		progress("path: %v added to the round trip on %s's internet link", cfg.PathDelay, a)
+	}
 	from, to := l.Hosts(a)[0], l.Hosts(b)[0]
 	srv, err := l.Start(to, "iperf3", "-s", "-p", fmt.Sprint(IperfPort))
 	if err != nil {
@@ -236,6 +256,15 @@ func RunDevices(ctx context.Context, cfg DeviceConfig) (res []DeviceResult, err 
 				r.TCP = append(r.TCP, t)
 				progress("  %d stream(s): %.0f Mbit/s, wgdev %.2f CPU s/GB, machine %.2f CPU s/GB", n, t.Mbps, t.WgdevCPUSecondsPerGB, t.CPUSecondsPerGB)
 			}
+			for _, rate := range cfg.UDPRatesMbps {
+				u, err := measureUDP(ctx, p, cfg.Transfer, rate)
+				if err != nil {
+					r.Errors = append(r.Errors, err.Error())
+					continue
+				}
+				r.UDP = append(r.UDP, u)
+				progress("  UDP at %g Mbit/s: %.0f Mbit/s received, loss %.2f %%, wgdev %.2f CPU s/GB", rate, u.Mbps, u.LossPct, u.WgdevCPUSecondsPerGB)
+			}
 			progress("  idle RTT p50 %.3f ms", r.RTTP50Ms)
 			if cfg.Loaded {
 				if ld, err := measureLoaded(ctx, p, cfg.Transfer, 10*time.Millisecond, Summary{P50: r.RTTP50Ms}); err != nil {
@@ -274,27 +303,44 @@ func RunDevices(ctx context.Context, cfg DeviceConfig) (res []DeviceResult, err 
 }
 
 // DeviceTable sums up RunDevices' results in markdown: per variant the
-// median over the rounds of each figure.
+// median over the rounds of each figure; UDP's columns (received rate,
+// loss, wgdev CPU per gigabyte received) when there are UDP results.
 func DeviceTable(res []DeviceResult, streams []int) string {
 	var names []string
+	var rates []float64
 	for _, r := range res {
 		if !slices.Contains(names, r.Variant) {
 			names = append(names, r.Variant)
 		}
+		for _, u := range r.UDP {
+			if !slices.Contains(rates, u.OfferedMbps) {
+				rates = append(rates, u.OfferedMbps)
+			}
+		}
 	}
+	slices.Sort(rates)
 	var sb strings.Builder
 	sb.WriteString("| variant | rounds | idle RTT p50 ms |")
 	for _, n := range streams {
 		fmt.Fprintf(&sb, " TCP %d Mbit/s | wgdev CPU s/GB | machine CPU s/GB |", n)
 	}
-	sb.WriteString(" loaded RTT p99 ms | loaded loss % | TCP with delay Mbit/s |\n|---|---|---|")
+	sb.WriteString(" loaded RTT p99 ms | loaded loss % | TCP with delay Mbit/s |")
+	for _, rate := range rates {
+		fmt.Fprintf(&sb, " UDP %g received Mbit/s | loss %% | wgdev CPU s/GB |", rate)
+	}
+	sb.WriteString("\n|---|---|---|")
 	for range streams {
 		sb.WriteString("---|---|---|")
 	}
-	sb.WriteString("---|---|---|\n")
+	sb.WriteString("---|---|---|")
+	for range rates {
+		sb.WriteString("---|---|---|")
+	}
+	sb.WriteString("\n")
 	for _, name := range names {
 		var rtt, loaded, loss, delay []float64
 		mbps, wg, mach := map[int][]float64{}, map[int][]float64{}, map[int][]float64{}
+		udp, udpLoss, udpWg := map[float64][]float64{}, map[float64][]float64{}, map[float64][]float64{}
 		rounds := 0
 		for _, r := range res {
 			if r.Variant != name {
@@ -315,12 +361,21 @@ func DeviceTable(res []DeviceResult, streams []int) string {
 				wg[t.Streams] = append(wg[t.Streams], t.WgdevCPUSecondsPerGB)
 				mach[t.Streams] = append(mach[t.Streams], t.CPUSecondsPerGB)
 			}
+			for _, u := range r.UDP {
+				udp[u.OfferedMbps] = append(udp[u.OfferedMbps], u.Mbps)
+				udpLoss[u.OfferedMbps] = append(udpLoss[u.OfferedMbps], u.LossPct)
+				udpWg[u.OfferedMbps] = append(udpWg[u.OfferedMbps], u.WgdevCPUSecondsPerGB)
+			}
 		}
 		fmt.Fprintf(&sb, "| %s | %d | %.3f |", name, rounds, Summarize(rtt).P50)
 		for _, n := range streams {
 			fmt.Fprintf(&sb, " %.0f | %.2f | %.2f |", Summarize(mbps[n]).P50, Summarize(wg[n]).P50, Summarize(mach[n]).P50)
 		}
-		fmt.Fprintf(&sb, " %.3f | %.1f | %.0f |\n", Summarize(loaded).P50, Summarize(loss).P50, Summarize(delay).P50)
+		fmt.Fprintf(&sb, " %.3f | %.1f | %.0f |", Summarize(loaded).P50, Summarize(loss).P50, Summarize(delay).P50)
+		for _, rate := range rates {
+			fmt.Fprintf(&sb, " %.1f | %.2f | %.2f |", Summarize(udp[rate]).P50, Summarize(udpLoss[rate]).P50, Summarize(udpWg[rate]).P50)
+		}
+		sb.WriteString("\n")
 	}
 	return sb.String()
 }

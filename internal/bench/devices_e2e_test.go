@@ -21,6 +21,8 @@ var (
 	devicePings   = flag.Int("bench.pings", 100, "idle pings of TestDevices (10 ms apart)")
 	deviceLoaded  = flag.Bool("bench.loaded", false, "TestDevices also pings under load")
 	deviceDelay   = flag.Duration("bench.delay", 0, "TestDevices also measures TCP with this much added round-trip delay")
+	devicePath    = flag.Duration("bench.pathdelay", 0, "TestDevices runs every measurement with this much added to the round trip (the lab's delay line, which passes datagrams on one by one)")
+	deviceUDP     = flag.String("bench.udp", "", "offered rates (Mbit/s, comma-separated) at which TestDevices also measures UDP; empty: none")
 )
 
 // TestDevices is the A/B comparison of userspace WireGuard devices
@@ -54,18 +56,29 @@ func TestDevices(t *testing.T) {
 		}
 		streams = append(streams, n)
 	}
+	var rates []float64
+	for _, f := range strings.Split(*deviceUDP, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r <= 0 {
+			t.Fatalf("-bench.udp %q: want positive rates in Mbit/s, comma-separated", *deviceUDP)
+		}
+		rates = append(rates, r)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	res, err := bench.RunDevices(ctx, bench.DeviceConfig{SpecYAML: string(spec), Binary: binary, Variants: vs,
 		Rounds: *deviceRounds, Transfer: time.Duration(*deviceSeconds) * time.Second, Streams: streams,
-		Pings: *devicePings, Loaded: *deviceLoaded, Delay: *deviceDelay, Progress: testWriter{t}})
+		Pings: *devicePings, Loaded: *deviceLoaded, Delay: *deviceDelay, PathDelay: *devicePath, UDPRatesMbps: rates, Progress: testWriter{t}})
 	t.Logf("\n%s", bench.DeviceTable(res, streams))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range res {
-		if len(r.Errors) > 0 || len(r.TCP) != len(streams) {
-			t.Errorf("%s round %d: %d of %d TCP tests, errors %v", r.Variant, r.Round, len(r.TCP), len(streams), r.Errors)
+		if len(r.Errors) > 0 || len(r.TCP) != len(streams) || len(r.UDP) != len(rates) {
+			t.Errorf("%s round %d: %d of %d TCP tests, %d of %d UDP tests, errors %v", r.Variant, r.Round, len(r.TCP), len(streams), len(r.UDP), len(rates), r.Errors)
 		}
 	}
 }

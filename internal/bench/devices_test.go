@@ -47,3 +47,24 @@ func TestDeviceTable(t *testing.T) {
 		}
 	}
 }
+
+func TestDeviceTableUDP(t *testing.T) {
+	udp := func(rate, got, loss float64) UDPResult {
+		return UDPResult{OfferedMbps: rate, Mbps: got, LossPct: loss, Cost: Cost{WgdevCPUSecondsPerGB: 4}}
+	}
+	res := []DeviceResult{
+		{Variant: "a", Round: 1, UDP: []UDPResult{udp(500, 480, 4), udp(100, 100, 0)}},
+		{Variant: "a", Round: 2, UDP: []UDPResult{udp(500, 490, 2), udp(100, 99, 1)}},
+		{Variant: "b", Round: 1},
+	}
+	got := DeviceTable(res, nil)
+	for _, want := range []string{
+		"| UDP 100 received Mbit/s | loss % | wgdev CPU s/GB | UDP 500 received Mbit/s |",
+		"| a | 2 | 0.000 | 0.000 | 0.0 | 0 | 99.5 | 0.50 | 4.00 | 485.0 | 3.00 | 4.00 |",
+		"| b | 1 | 0.000 | 0.000 | 0.0 | 0 | 0.0 | 0.00 | 0.00 | 0.0 | 0.00 | 0.00 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}

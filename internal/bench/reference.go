@@ -129,10 +129,11 @@ func startStandalone(ctx context.Context, r *lab.Lab, mtu int, argv []string) ([
 }
 
 // standaloneDevice is the command of the standalone tunnel's devices:
-// `fednet wgdev` on wireguard-go's own TUN device and queues, wireguard-go
-// as it comes, without fednet's offloads and queue management.
+// `fednet wgdev` on wireguard-go's own TUN device, queues and UDP bind,
+// wireguard-go as it comes, without fednet's offloads, queue management
+// and batch reads.
 func standaloneDevice(binary string) []string {
-	return []string{binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), "--aqm", "off", "--procs", "0"}
+	return []string{binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), "--aqm", "off", "--bind", string(wgdev.BindWireGuardGo), "--procs", "0"}
 }
 
 // stopStandalone removes the standalone tunnel's interfaces from the

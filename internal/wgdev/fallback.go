@@ -9,6 +9,7 @@ import (
 	"golang.zx2c4.com/wireguard/conn"
 
 	"github.com/fednet/fednet/internal/wgdev/fallback"
+	"github.com/fednet/fednet/internal/wgdev/udpbind"
 )
 
 // Option changes how Run sets up the device.
@@ -29,9 +30,10 @@ func WithFallback(port uint16) Option { return func(o *options) { o.fallbackPort
 // fallback has none.
 func FallbackStatusPath(name string) string { return SocketDir + "/" + name + ".fallback.json" }
 
-// newBind returns the device's bind and a function that removes what the
-// bind left behind.
-func newBind(name string, o options, logf func(string, ...any)) (conn.Bind, func(), error) {
+// newBind returns the device's bind (the UDP bind kind, with the TCP
+// fallback when o has a port) and a function that removes what the bind
+// left behind.
+func newBind(name string, kind Bind, o options, logf func(string, ...any)) (conn.Bind, func(), error) {
 	status := FallbackStatusPath(name)
 	cleanup := func() {
 		if err := os.Remove(status); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -40,10 +42,21 @@ func newBind(name string, o options, logf func(string, ...any)) (conn.Bind, func
 	}
 	// A status file left by an earlier device of this name is stale.
 	cleanup()
+	var udp conn.Bind
+	switch kind {
+	case BindWireGuardGo:
+		udp = conn.NewDefaultBind()
+		logf("wgdev %s: UDP bind: wireguard-go's", name)
+	case BindBatch, "":
+		udp = udpbind.New()
+	default:
+		return nil, nil, fmt.Errorf("bind %q unknown", kind)
+	}
 	if o.fallbackPort == 0 {
-		return conn.NewDefaultBind(), func() {}, nil
+		return udp, func() {}, nil
 	}
 	b, err := fallback.New(fallback.Config{
+		UDP:        udp,
 		ListenPort: o.fallbackPort,
 		DialPort:   o.fallbackPort,
 		StatusPath: status,

@@ -164,6 +164,45 @@ func ParseAQM(s string) (AQM, error) {
 	return a, nil
 }
 
+// Bind says which UDP bind the device sends and receives on.
+type Bind string
+
+const (
+	// BindBatch is fednet's bind (package udpbind): up to a whole batch
+	// per receive call when datagrams arrive one by one. The default: in
+	// the lab it moved more for less CPU than BindWireGuardGo where
+	// datagrams arrived unmerged, and as much where they arrived merged
+	// (docs/bench.md, session 7).
+	BindBatch Bind = "batch"
+	// BindWireGuardGo is wireguard-go's StdNetBind, what a standalone
+	// wireguard-go runs on.
+	BindWireGuardGo Bind = "wireguard-go"
+)
+
+// Binds lists the valid Bind values.
+var Binds = []Bind{BindBatch, BindWireGuardGo}
+
+// BindEnv, when set in the environment of `fednet wgdev` (or of the agent
+// that starts it), chooses the bind when no flag does.
+const BindEnv = "FEDNET_WGDEV_BIND"
+
+// ParseBind checks a Bind value; "" is the default, BindBatch.
+func ParseBind(s string) (Bind, error) {
+	if s == "" {
+		return BindBatch, nil
+	}
+	for _, b := range Binds {
+		if string(b) == s {
+			return b, nil
+		}
+	}
+	var names []string
+	for _, b := range Binds {
+		names = append(names, string(b))
+	}
+	return "", fmt.Errorf("bind %q unknown: use one of %s", s, strings.Join(names, ", "))
+}
+
 // ProcsEnv, when set in the environment of `fednet wgdev` (or of the agent
 // that starts it), sets Config.Procs when no flag does.
 const ProcsEnv = "FEDNET_WGDEV_PROCS"
@@ -189,6 +228,8 @@ type Config struct {
 	TUN TUN
 	// AQM configures the queue management.
 	AQM AQM
+	// Bind is the UDP bind; empty: BindBatch.
+	Bind Bind
 	// FallbackPort is the TCP port of the UDP-blocked fallback (see
 	// WithFallback); 0: none.
 	FallbackPort uint16

@@ -38,11 +38,15 @@ func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Op
 	if err != nil {
 		return fmt.Errorf("%s: %w", ProcsEnv, err)
 	}
+	b, err := ParseBind(os.Getenv(BindEnv))
+	if err != nil {
+		return fmt.Errorf("%s: %w", BindEnv, err)
+	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return Serve(ctx, Config{Name: name, TUN: t, AQM: q, Procs: p, FallbackPort: o.fallbackPort, Logf: logf})
+	return Serve(ctx, Config{Name: name, TUN: t, AQM: q, Bind: b, Procs: p, FallbackPort: o.fallbackPort, Logf: logf})
 }
 
 // Serve creates the TUN interface cfg.Name (or attaches to it), runs a
@@ -105,7 +109,7 @@ func Serve(ctx context.Context, cfg Config) error {
 			logf("wgdev %s: "+format, append([]any{name}, args...)...)
 		}
 	}
-	bind, cleanup, err := newBind(name, options{fallbackPort: cfg.FallbackPort}, logf)
+	bind, cleanup, err := newBind(name, cfg.Bind, options{fallbackPort: cfg.FallbackPort}, logf)
 	if err != nil {
 		tdev.Close()
 		file.Close()

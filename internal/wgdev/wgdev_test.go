@@ -17,3 +17,19 @@ func TestParseProcs(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBind(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Bind
+		ok   bool
+	}{
+		{"", BindBatch, true}, {"batch", BindBatch, true}, {"wireguard-go", BindWireGuardGo, true},
+		{"std", "", false}, {"Batch", "", false},
+	} {
+		got, err := ParseBind(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseBind(%q) = %q, %v; want %q, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}

@@ -279,8 +279,12 @@ func initiation(bufs [][]byte) []byte {
 
 // addrPort returns ep's destination with IPv4 unmapped.
 func addrPort(ep conn.Endpoint) netip.AddrPort {
-	if se, ok := ep.(*conn.StdNetEndpoint); ok {
-		return netip.AddrPortFrom(se.Addr().Unmap(), se.Port())
+	switch e := ep.(type) {
+	case *conn.StdNetEndpoint:
+		return netip.AddrPortFrom(e.Addr().Unmap(), e.Port())
+	case interface{ DstAddrPort() netip.AddrPort }: // udpbind's, without formatting a string per packet
+		ap := e.DstAddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
 	ap, _ := netip.ParseAddrPort(ep.DstToString())
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
