@@ -517,8 +517,9 @@ func applyL2(s L2State, ops []op) L2State {
 }
 
 // diffPort returns the ops that create or correct VXLAN port p of bridge w
-// (creation, alias, MTU and up, enslaving), given its current state v (nil
-// when it does not exist or is to be recreated).
+// (creation, alias, MTU and up, enslaving, learning; up last for a new port
+// that must not learn), given its current state v (nil when it does not
+// exist or is to be recreated).
 func diffPort(v *VXLANState, w plan.Bridge, p plan.VXLAN) []op {
 	var ops []op
 	if v == nil {
@@ -527,15 +528,25 @@ func diffPort(v *VXLANState, w plan.Bridge, p plan.VXLAN) []op {
 	} else if v.Network != w.Network {
 		ops = append(ops, aliasSet{name: p.Name, network: w.Network})
 	}
-	ops = append(ops, setLink(p.Name, v.MTU, v.Up, w.MTU)...)
+	enslave := v.Master != w.Name
+	// A port that must learn nothing (one made ahead of a way back) comes
+	// up only once it is enslaved with learning off: up before, a frame
+	// that arrives between the enslaving and the learning's turning off
+	// is learned behind it (TestLinuxBridgeShapeSwitch caught one in CI).
+	// A VXLAN device that is down receives nothing.
+	quiet := enslave && p.NoLearning && !v.Up
+	ops = append(ops, setLink(p.Name, v.MTU, v.Up || quiet, w.MTU)...)
 	noLearning := v.NoLearning
-	if v.Master != w.Name {
+	if enslave {
 		// A port enslaved anew learns (the kernel's default).
 		ops = append(ops, masterSet{dev: p.Name, master: w.Name})
 		noLearning = false
 	}
 	if noLearning != p.NoLearning {
 		ops = append(ops, portLearning{dev: p.Name, on: !p.NoLearning})
+	}
+	if quiet {
+		ops = append(ops, linkSet{name: p.Name, up: true})
 	}
 	return ops
 }
