@@ -22,8 +22,9 @@ import (
 	"github.com/fednet/fednet/internal/wgdev/tundev"
 )
 
-// Run is Serve with the TUN device and queue management the environment
-// names (TUNEnv, AQMEnv; by default TUNOffload with queue management on)
+// Run is Serve with the TUN device, queue management, threads and UDP bind
+// the environment names (TUNEnv, AQMEnv, ProcsEnv, BindEnv; by default
+// TUNOffload, queue management on, one thread per CPU and fednet's bind)
 // and the options opts.
 func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Option) error {
 	t, err := ParseTUN(os.Getenv(TUNEnv))
