@@ -150,26 +150,34 @@ func makePersistentTUN(name string) error {
 }
 
 // retireUserspace runs after the TUN interface of a userspace device was
-// deleted. A working device exits at once and removes its socket; wait for
-// that, so that a new device of the same name finds the socket free. A hung
-// device (stopped, wedged) does neither: kill it, found by the socket's peer
-// credentials, and remove its socket.
-func (d *Driver) retireUserspace(ctx context.Context, name string) {
+// deleted; owner is the process that served it (0: unknown). A working
+// device exits at once and removes its socket; wait for that, so that a new
+// device of the same name finds the socket free, and for the process to be
+// gone, so that it finds the UDP port free. A hung device (stopped,
+// wedged) does neither: kill it, found by the socket's peer credentials,
+// and remove its socket.
+func (d *Driver) retireUserspace(ctx context.Context, name string, owner int) {
 	sock := filepath.Join(socketDir, name+".sock")
-	if waitUntil(ctx, 2*time.Second, func() bool { _, err := os.Lstat(sock); return err != nil }) {
-		return
+	if !waitUntil(ctx, 2*time.Second, func() bool { _, err := os.Lstat(sock); return err != nil }) {
+		if pid := socketOwner(sock); pid > 0 {
+			d.logf("wireguard: userspace WireGuard for %s (pid %d) did not exit after its interface was deleted; killing it", name, pid)
+			syscall.Kill(pid, syscall.SIGKILL)
+			owner = pid
+		}
+		os.Remove(sock)
 	}
-	if pid := socketOwner(sock); pid > 0 {
-		d.logf("wireguard: userspace WireGuard for %s (pid %d) did not exit after its interface was deleted; killing it", name, pid)
-		syscall.Kill(pid, syscall.SIGKILL)
-		// Its UDP port is free only once it is dead.
-		waitUntil(ctx, 5*time.Second, func() bool { return exited(pid) })
+	// Its UDP port is free only once it is dead: a new device that
+	// starts before then fails to bind it when it comes up (wireguard-go
+	// then runs with no port, and only logs it).
+	if owner > 0 && !waitUntil(ctx, 5*time.Second, func() bool { return exited(owner) }) {
+		d.logf("wireguard: userspace WireGuard for %s (pid %d) has not exited 5s after its interface was deleted", name, owner)
 	}
-	os.Remove(sock)
 }
 
-// exited reports whether process pid is gone or a zombie (dead, its files
-// closed, not yet reaped).
+// exited reports whether process pid is gone: no such process, or a zombie
+// (dead, not yet reaped) none of whose threads still runs. A process's
+// leader is a zombie as soon as its own thread exits; the files the
+// process shares among its threads (its UDP socket) close with the last.
 func exited(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -178,7 +186,11 @@ func exited(pid int) bool {
 	// pid (comm) state ...; comm may hold spaces and parentheses.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+	if !(i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X') {
+		return false
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return err != nil || len(tasks) <= 1
 }
 
 // socketOwner returns the pid of the process listening on the unix socket

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -165,14 +166,20 @@ func (o linkDel) exec(ctx context.Context, d *Driver) (tunnel.Change, error) {
 	if errors.As(err, &notFound) {
 		return c, nil
 	}
-	if err == nil {
-		err = netlink.LinkDel(link)
-	}
 	if err != nil {
 		return c, fmt.Errorf("deleting interface %s: %w", o.name, err)
 	}
-	if tt, ok := link.(*netlink.Tuntap); ok && tt.Mode == netlink.TUNTAP_MODE_TUN {
-		d.retireUserspace(ctx, o.name)
+	tt, ok := link.(*netlink.Tuntap)
+	userspace := ok && tt.Mode == netlink.TUNTAP_MODE_TUN
+	owner := 0
+	if userspace {
+		owner = socketOwner(filepath.Join(socketDir, o.name+".sock"))
+	}
+	if err := netlink.LinkDel(link); err != nil {
+		return c, fmt.Errorf("deleting interface %s: %w", o.name, err)
+	}
+	if userspace {
+		d.retireUserspace(ctx, o.name, owner)
 	}
 	return c, nil
 }
