@@ -208,7 +208,7 @@ func snapshot(t *testing.T, skip []string) string {
 	slices.Sort(lines)
 	ruleset := sh(t, "nft list ruleset")
 	if len(skip) > 0 {
-		ruleset = withoutTable(ruleset, "inet fednet")
+		ruleset = withoutTable(withoutTable(ruleset, "inet fednet"), "bridge "+GuardTable)
 	}
 	return strings.Join(lines, "\n") + "\n" + ruleset
 }

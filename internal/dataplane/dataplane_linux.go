@@ -80,6 +80,7 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 	for _, t := range p.Tunnels {
 		tunnels[t.Name] = true
 	}
+	planned := false // diff took the plan (a refused plan changes nothing)
 	// Creating a tunnel interface changes what the rest must do (its MTU,
 	// its device); rather than trust a prediction, read the kernel again
 	// after creating it and diff anew. The second round never recreates it.
@@ -94,6 +95,7 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 			errs = append(errs, err)
 			break
 		}
+		planned = true
 		again := false
 		unusable := map[string]bool{}
 		for _, o := range ops {
@@ -140,6 +142,11 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 			m.Settle(ctx, t, peersOf(p, t.Backend), done[t.Backend])
 		}
 	}
+	if planned {
+		gc, err := syncGuard(guardsOf(p))
+		changes = append(changes, gc...)
+		errs = append(errs, err)
+	}
 	// The virtual address last: a gateway takes the site's hosts once it
 	// forwards for them.
 	vc, err := syncVirtual(p)
@@ -169,9 +176,11 @@ func (d *linuxDataplane) Down(ctx context.Context, p plan.Gateway) ([]Change, er
 	}
 	ops, downErr := down(cur, d.reg, kernelL2{})
 	changes, vipErr := releaseVirtual(p)
+	gc, guardErr := syncGuard(nil)
+	changes = append(changes, gc...)
 	// The transit device (transit.go) and the bridged shapes' separation
 	// (shapes_linux.go), which the agent's failover makes.
-	errs := []error{downErr, vipErr, DownTransit(), SeparateShapes(nil)}
+	errs := []error{downErr, vipErr, guardErr, DownTransit(), SeparateShapes(nil)}
 	for _, o := range ops {
 		c, err := o.(linuxOp).exec(ctx, d)
 		if err != nil {

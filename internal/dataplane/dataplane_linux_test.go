@@ -113,7 +113,11 @@ func kernelHasWireGuard(t *testing.T) bool {
 // asFake rewrites what differs between a real machine and the fake for the
 // same plans: the link kind the machine chose and its key.
 func asFake(changes []Change) []Change {
-	out := slices.Clone(changes)
+	// The guard of the site's hosts (guard_linux.go) is, like the virtual
+	// address, outside the state the fake models; TestLinuxGuard covers it.
+	out := slices.DeleteFunc(slices.Clone(changes), func(c Change) bool {
+		return strings.HasPrefix(string(c), "nft replace table bridge "+GuardTable) || string(c) == "nft delete table bridge "+GuardTable
+	})
 	for i, c := range out {
 		if rest, ok := strings.CutPrefix(string(c), "fednet wgdev "); ok {
 			name, mark, _ := strings.Cut(rest, " ")

@@ -95,7 +95,7 @@ func TestLinuxBridgeLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := render(changes), "ip link del fvx100\nip link del fbr100\nip link del fed0\nnft delete table inet fednet\n"; got != want {
+	if got, want := render(changes), "nft delete table bridge fednet-guard\nip link del fvx100\nip link del fbr100\nip link del fed0\nnft delete table inet fednet\n"; got != want {
 		t.Errorf("Down changes:\n%swant:\n%s", got, want)
 	}
 	for _, n := range []string{"fbr100", "fvx100"} {
@@ -322,7 +322,7 @@ func TestLinuxNeighborLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := render(changes); !strings.HasPrefix(got, "ip link del fnb0\nip link del fnb3\nip link del fvx100\n") {
+	if got := render(changes); !strings.HasPrefix(got, "nft delete table bridge fednet-guard\nip link del fnb0\nip link del fnb3\nip link del fvx100\n") {
 		t.Errorf("Down changes:\n%s", got)
 	}
 	assertNothingLeft(t, d)
