@@ -114,6 +114,11 @@ func TestExternalBadInput(t *testing.T) {
 	wcancel()
 	if err != nil {
 		t.Errorf("hq <-> branch beside two broken external links: %v", err)
+		logWireGuard(t, l)
+		for _, gw := range []string{"hq-gw", "branch-gw"} {
+			log := m.Agent(gw).LogText()
+			t.Logf("%s's agent log (tail):\n%s", gw, log[max(0, len(log)-3000):])
+		}
 	}
 	want := map[string]string{
 		"ipsec link to vpc: proposal mismatch":  "",
