@@ -35,6 +35,10 @@ type linuxDataplane struct {
 	logf     func(string, ...any)
 
 	mu sync.Mutex // serializes Apply and Down
+	// guard syncs the guard of the site's hosts (syncGuard; tests fail
+	// it); guardErr is its last failure, logged once.
+	guard    func([]guard) ([]Change, error)
+	guardErr string
 }
 
 // NewLinux returns the dataplane of this machine: the network namespace the
@@ -52,7 +56,7 @@ func newLinux(cfg Config) (*linuxDataplane, error) {
 		return nil, fmt.Errorf("dataplane: %w", err)
 	}
 	ms = append(ms, cfg.Drivers...)
-	d := &linuxDataplane{machines: map[backend.Name]tunnel.Machine{}, logf: cfg.Logf}
+	d := &linuxDataplane{machines: map[backend.Name]tunnel.Machine{}, logf: cfg.Logf, guard: syncGuard}
 	var drivers []tunnel.Driver
 	for _, m := range ms {
 		d.machines[m.Backend()] = m
@@ -143,9 +147,16 @@ func (d *linuxDataplane) Apply(ctx context.Context, p plan.Gateway) ([]Change, e
 		}
 	}
 	if planned {
-		gc, err := syncGuard(guardsOf(p))
+		// The guard is a protection, not the plan: a kernel without
+		// bridge-family nftables runs the plan without it (logged once).
+		gc, err := d.guard(guardsOf(p))
 		changes = append(changes, gc...)
-		errs = append(errs, err)
+		if msg := fmt.Sprint(err); err != nil && msg != d.guardErr {
+			d.logf("dataplane: %v; bridged networks run without it (a frame of a site's host that comes back round can teach the site's switch the host behind this gateway)", err)
+			d.guardErr = msg
+		} else if err == nil {
+			d.guardErr = ""
+		}
 	}
 	// The virtual address last: a gateway takes the site's hosts once it
 	// forwards for them.

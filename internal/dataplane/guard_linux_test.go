@@ -1,16 +1,22 @@
 package dataplane
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane/nstest"
+	"github.com/fednet/fednet/internal/dataplane/wireguard"
 	"github.com/fednet/fednet/internal/plan"
 )
 
@@ -136,5 +142,44 @@ func guardPhase(t *testing.T, phase string) {
 		}
 	default:
 		t.Fatalf("unknown phase %q", phase)
+	}
+}
+
+// TestLinuxGuardFailureKeepsThePlan: a kernel that cannot make the guard
+// (no bridge-family nftables) runs the plan without it: Apply succeeds,
+// the bridge is made, and the failure is logged once, not on every Apply.
+func TestLinuxGuardFailureKeepsThePlan(t *testing.T) {
+	if !inner(t) {
+		return
+	}
+	sh(t, "ip link add eth1 type veth peer name eth1p && ip link set eth1 up && ip link set eth1p up")
+	d := newTestLinux(t, newPrivateKey(t), wireguard.Auto)
+	var logs []string
+	d.logf = func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }
+	d.guard = func([]guard) ([]Change, error) {
+		return nil, errors.New("guarding the site's hosts: operation not supported")
+	}
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := d.Apply(ctx, bridged()); err != nil {
+			t.Fatalf("Apply %d with the guard failing: %v", i+1, err)
+		}
+	}
+	if _, err := netlink.LinkByName("fbr100"); err != nil {
+		t.Errorf("the bridge was not made: %v", err)
+	}
+	var failures []string
+	for _, l := range logs {
+		if strings.Contains(l, "operation not supported") {
+			failures = append(failures, l)
+		}
+	}
+	if len(failures) != 1 || !strings.Contains(failures[0], "run without it") {
+		t.Errorf("logged %q; want the failure once, saying the networks run without the guard", failures)
+	}
+	d.guard = syncGuard
+	c, err := d.Apply(ctx, bridged())
+	if err != nil || !slices.ContainsFunc(c, func(c Change) bool { return strings.HasPrefix(string(c), "nft replace table bridge "+GuardTable) }) {
+		t.Errorf("Apply with the guard working = %q, %v; want the guard made", c, err)
 	}
 }
