@@ -170,6 +170,17 @@ func awaitHandshakes(t *testing.T) {
 		return nil
 	}))
 	if err != nil {
+		// What the device says: its port, and per peer its endpoint and
+		// bytes (was anything sent, anything received?), and its log.
+		dev := kernelDevice(t, "fed0")
+		t.Logf("fed0: listen port %d", dev.ListenPort)
+		for _, p := range dev.Peers {
+			t.Logf("peer %s: endpoint %v, sent %d bytes, received %d", p.PublicKey, p.Endpoint, p.TransmitBytes, p.ReceiveBytes)
+		}
+		t.Logf("sockets:\n%s", sh(t, "ss -uanp"))
+		if log, err := os.ReadFile("/var/run/wireguard/fed0.log"); err == nil {
+			t.Logf("fed0.log (tail):\n%s", log[max(0, len(log)-3000):])
+		}
 		t.Fatal(err)
 	}
 }
