@@ -10,8 +10,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/ipc"
 	"golang.zx2c4.com/wireguard/tun"
@@ -99,10 +103,19 @@ func Serve(ctx context.Context, cfg Config) error {
 		tdev.Close()
 		return fmt.Errorf("opening UAPI socket %s: %w", SocketPath(name), err)
 	}
+	// upFailed is signalled when wireguard-go could not bring the device
+	// up (it then stays down): see retryUp.
+	upFailed := make(chan struct{}, 1)
 	logger := &device.Logger{
 		Verbosef: device.DiscardLogf,
 		Errorf: func(format string, args ...any) {
 			logf("wgdev %s: "+format, append([]any{name}, args...)...)
+			if strings.HasPrefix(format, "Unable to update bind") {
+				select {
+				case upFailed <- struct{}{}:
+				default:
+				}
+			}
 		},
 	}
 	if os.Getenv(VerboseEnv) != "" {
@@ -129,8 +142,16 @@ func Serve(ctx context.Context, cfg Config) error {
 		defer stop()
 		defer func() { logf("wgdev %s: queue management: %v", name, q) }()
 	}
+	asked := &askedPort{Bind: bind}
+	bind = asked
 	dev := device.NewDevice(tdev, bind, logger)
+	retryDone := make(chan struct{})
+	defer func() { <-retryDone }() // after the device closed (retryUp returns then)
 	defer dev.Close()
+	go func() {
+		defer close(retryDone)
+		retryUp(ctx, dev, name, asked, upFailed, logf)
+	}()
 
 	uapi, err := ipc.UAPIListen(name, file)
 	// UAPIListen works on a duplicate of the descriptor.
@@ -232,4 +253,82 @@ func watchRoutes(changed func()) (stop func(), err error) {
 		}
 	}()
 	return func() { close(done) }, nil
+}
+
+// Retries of a device that could not come up.
+const (
+	upRetryFirst = 100 * time.Millisecond
+	upRetryMax   = 2 * time.Second
+)
+
+// retryUp brings the device up again after wireguard-go failed to (it
+// signals upFailed), until it comes up, while the interface is up: with
+// its UDP port in use for a moment (a replaced device's process still
+// exiting), wireguard-go brings the device back down and only logs it,
+// and nothing would try again until the interface goes down and up — a
+// device without tunnels, its peers' handshakes unanswered. The retries
+// back off from upRetryFirst to upRetryMax. It returns when the device
+// closes or ctx ends.
+func retryUp(ctx context.Context, dev *device.Device, name string, asked *askedPort, upFailed <-chan struct{}, logf func(string, ...any)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-dev.Wait():
+			return
+		case <-upFailed:
+		}
+		delay := upRetryFirst
+		for attempt := 1; ; attempt++ {
+			logf("wgdev %s: the device could not come up; trying again in %v", name, delay)
+			select {
+			case <-ctx.Done():
+				return
+			case <-dev.Wait():
+				return
+			case <-time.After(delay):
+			}
+			// Only while the interface is up: a device whose interface
+			// went down meanwhile stays down (its next up tries anew).
+			link, err := netlink.LinkByName(name)
+			if err != nil || link.Attrs().Flags&net.FlagUp == 0 {
+				break
+			}
+			// wireguard-go forgot the port when the bind failed; the
+			// device is down, so setting it only stores it for Up. A
+			// failure signals upFailed again: drain it, this loop is the
+			// retry.
+			if port := asked.port.Load(); port != 0 {
+				if err := dev.IpcSet(fmt.Sprintf("listen_port=%d\n", port)); err != nil {
+					logf("wgdev %s: setting the listen port %d again: %v", name, port, err)
+				}
+			}
+			err = dev.Up()
+			select {
+			case <-upFailed:
+			default:
+			}
+			if err == nil {
+				logf("wgdev %s: the device came up (attempt %d)", name, attempt+1)
+				break
+			}
+			delay = min(2*delay, upRetryMax)
+		}
+	}
+}
+
+// askedPort is a bind that remembers the last port other than 0 it was
+// asked to open, for retryUp: wireguard-go sets its port to 0 when the
+// bind fails.
+type askedPort struct {
+	conn.Bind
+	port atomic.Uint32
+}
+
+// Open implements conn.Bind.
+func (b *askedPort) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) {
+	if port != 0 {
+		b.port.Store(uint32(port))
+	}
+	return b.Bind.Open(port)
 }

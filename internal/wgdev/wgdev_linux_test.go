@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -201,5 +202,69 @@ func TestRunRejectsBadNames(t *testing.T) {
 		if err := wgdev.Run(context.Background(), name, nil); err == nil {
 			t.Errorf("Run(%q) = nil, want an error", name)
 		}
+	}
+}
+
+// TestRunRetriesUpWhenPortBusy: the device's UDP port is taken when its
+// interface comes up (as by a replaced device's process still exiting).
+// wireguard-go brings the device back down and only logs it; Run tries
+// again, and once the port is free the device is up on it, its interface
+// never touched again. Without the retries the device stays down.
+func TestRunRetriesUpWhenPortBusy(t *testing.T) {
+	if !inner(t) {
+		return
+	}
+	const port = 51998
+	busy, err := net.ListenUDP("udp4", &net.UDPAddr{Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := started(t, ctx)
+	defer func() {
+		cancel()
+		waitDone(t, done)
+	}()
+	wg, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wg.Close()
+	priv, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := port
+	if err := wg.ConfigureDevice(ifname, wgtypes.Config{PrivateKey: &priv, ListenPort: &p}); err != nil {
+		t.Fatal(err)
+	}
+	link, err := netlink.LinkByName(ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		t.Fatal(err)
+	}
+	// listenPort is the port the device listens on, 0 while it is down
+	// after a failed bind.
+	listenPort := func() int {
+		d, err := wg.Device(ifname)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.ListenPort
+	}
+	if err := await.Poll(5*time.Second, func() (bool, string) {
+		return listenPort() == 0, fmt.Sprintf("listen port %d with the port taken", listenPort())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // a few retries that fail
+	busy.Close()
+	if err := await.Poll(10*time.Second, func() (bool, string) {
+		return listenPort() == port, fmt.Sprintf("listen port %d", listenPort())
+	}); err != nil {
+		t.Errorf("after the port was freed the device did not come up on it: %v", err)
 	}
 }
