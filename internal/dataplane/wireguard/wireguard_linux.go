@@ -294,7 +294,8 @@ func (o peerSet) exec(ctx context.Context, d *Driver) (tunnel.Change, error) {
 // handshake initiation, each answers the other's, and each drops the
 // answer to its own: the link then waits for WireGuard's 15-second retry.
 // With only the lower key initiating (before any traffic), new links come
-// up in one round trip. The datagram goes to the discard port; the peer's
+// up in one round trip. The datagram is sent again while no handshake is
+// seen (kickRepeats). The datagram goes to the discard port; the peer's
 // firewall admits it from the tunnel and nothing listens there. Best
 // effort: a failure only costs the race its usual retry.
 func (d *Driver) Settle(ctx context.Context, t plan.Tunnel, peers []plan.Peer, done []tunnel.Op) {
@@ -307,6 +308,7 @@ func (d *Driver) Settle(ctx context.Context, t plan.Tunnel, peers []plan.Peer, d
 		}
 	}
 	transit := t.Address.Masked()
+	kicks := map[wgtypes.Key][]netip.Addr{}
 	for _, peer := range peers {
 		k := peer.WireGuard.PublicKey
 		if !created[k] || k.IsZero() || bytes.Compare(d.pub[:], k[:]) >= 0 {
@@ -316,15 +318,50 @@ func (d *Driver) Settle(ctx context.Context, t plan.Tunnel, peers []plan.Peer, d
 			if !a.IsSingleIP() || !transit.IsValid() || !transit.Contains(a.Addr()) {
 				continue
 			}
-			conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a.Addr(), discardPort)))
-			if err == nil {
-				_, err = conn.Write([]byte("fednet: handshake"))
-				conn.Close()
-			}
+			kicks[wgtypes.Key(k)] = append(kicks[wgtypes.Key(k)], a.Addr())
+			d.handshakeDatagram(peer.Gateway, a.Addr())
+		}
+	}
+	if len(kicks) == 0 {
+		return
+	}
+	// A device that has just come up may not run its peers yet (wireguard-go
+	// starts them when it takes the interface's up event, which can come
+	// after the datagram): the datagram is then dropped, and with only our
+	// side initiating the link would wait for traffic. So send it again
+	// while no handshake with the peer is seen.
+	name := t.Name
+	go func() {
+		for _, wait := range kickRepeats {
+			time.Sleep(wait)
+			dev, err := d.wgDevice(context.Background(), name)
 			if err != nil {
-				d.logf("starting the handshake with peer %s (%s): %v", peer.Gateway, a.Addr(), err)
+				return
+			}
+			for _, p := range dev.Peers {
+				if addrs, ok := kicks[p.PublicKey]; ok && p.LastHandshakeTime.Unix() <= 0 {
+					for _, a := range addrs {
+						d.handshakeDatagram("", a)
+					}
+				}
 			}
 		}
+	}()
+}
+
+// kickRepeats are the pauses between the handshake datagrams Settle sends
+// again while a new peer has no handshake.
+var kickRepeats = []time.Duration{200 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// handshakeDatagram sends the handshake datagram to a peer's transit address.
+func (d *Driver) handshakeDatagram(gateway string, a netip.Addr) {
+	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, discardPort)))
+	if err == nil {
+		_, err = conn.Write([]byte("fednet: handshake"))
+		conn.Close()
+	}
+	if err != nil && gateway != "" {
+		d.logf("starting the handshake with peer %s (%s): %v", gateway, a, err)
 	}
 }
 
