@@ -93,7 +93,7 @@ func externalPeer(a planArgs, remote *spec.Site, via [][]netip.Prefix, ri int) (
 		Backend:    backend.IPsec,
 		Endpoint:   netip.AddrPortFrom(x.Endpoint, 500).String(),
 		AllowedIPs: remoteTS,
-		IPsec:      ip,
+		IPsec:      &ip,
 	}, true
 }
 

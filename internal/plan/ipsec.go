@@ -76,7 +76,7 @@ func tunnelOf(ov spec.Overlay, info backend.Info) Tunnel {
 }
 
 // ipsecPeer is the IPsec block of gateway self's link to h.
-func ipsecPeer(f *spec.Federation, self, h *spec.Gateway) IPsecPeer {
+func ipsecPeer(f *spec.Federation, self, h *spec.Gateway) *IPsecPeer {
 	ip := f.Overlay.IPsec
 	if ip == nil {
 		ip = &spec.IPsec{IKE: spec.DefaultIKEProposals, ESP: spec.DefaultESPProposals, DPDSeconds: spec.DefaultDPDSeconds, RekeySeconds: spec.DefaultRekeySeconds}
@@ -94,7 +94,7 @@ func ipsecPeer(f *spec.Federation, self, h *spec.Gateway) IPsecPeer {
 	}
 	selfReachable := self.Endpoint != "" && !self.BehindNAT
 	p.Initiator = p.RemoteAddress != "" && (!selfReachable || self.Name < h.Name)
-	return p
+	return &p
 }
 
 // endpointHost is the host part of a host:port endpoint, "" for none.

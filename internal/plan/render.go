@@ -46,7 +46,7 @@ func (g Gateway) String() string {
 		if k := p.WireGuard.PersistentKeepalive; k > 0 {
 			fmt.Fprintf(&b, "    persistent-keepalive %d\n", k)
 		}
-		if ip := p.IPsec; ip.Profile != "" {
+		if ip := p.IPsec; ip != nil && ip.Profile != "" {
 			fmt.Fprintf(&b, "    external site, profile %s: ikev%d ike %s esp %s lifetimes %ds/%ds dpd %ds psk %s\n",
 				ip.Profile, max(ip.IKEVersion, 1), strings.Join(ip.IKE, ","), strings.Join(ip.ESP, ","), ip.IKERekeySeconds, ip.RekeySeconds, ip.DPDSeconds, ip.PSKFile)
 			for _, c := range ip.Children {

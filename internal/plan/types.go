@@ -303,8 +303,10 @@ type Peer struct {
 	AllowedIPs []netip.Prefix `json:"allowedIPs"`
 	// WireGuard holds the link's WireGuard parameters (backend wireguard).
 	WireGuard WireGuardPeer `json:"wireguard,omitzero"`
-	// IPsec holds the link's IPsec parameters (backend ipsec).
-	IPsec IPsecPeer `json:"ipsec,omitzero"`
+	// IPsec holds the link's IPsec parameters (backend ipsec); nil on
+	// other backends. A pointer: most peers are WireGuard's, and a plan
+	// of a thousand peers is copied and held by every manager and agent.
+	IPsec *IPsecPeer `json:"ipsec,omitzero"`
 }
 
 // WireGuardPeer is what a WireGuard link needs beyond Peer.

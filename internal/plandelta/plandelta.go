@@ -304,8 +304,14 @@ func appendPeer(b []byte, p plan.Peer) []byte {
 	return appendIPsec(b, p.IPsec)
 }
 
-// appendIPsec encodes every field of a peer's IPsec block.
-func appendIPsec(b []byte, s plan.IPsecPeer) []byte {
+// appendIPsec encodes every field of a peer's IPsec block; none encodes
+// as the zero block (the form does not tell them apart, as JSON does not
+// in a plan: nil is left out, and a zero block is never planned).
+func appendIPsec(b []byte, p *plan.IPsecPeer) []byte {
+	var s plan.IPsecPeer
+	if p != nil {
+		s = *p
+	}
 	if s.Initiator {
 		b = append(b, 1)
 	} else {
@@ -342,7 +348,17 @@ func appendIPsec(b []byte, s plan.IPsecPeer) []byte {
 	return b
 }
 
-func ipsecEqual(a, b plan.IPsecPeer) bool {
+func ipsecEqual(pa, pb *plan.IPsecPeer) bool {
+	if pa == pb {
+		return true
+	}
+	var a, b plan.IPsecPeer
+	if pa != nil {
+		a = *pa
+	}
+	if pb != nil {
+		b = *pb
+	}
 	return a.Initiator == b.Initiator && a.LocalID == b.LocalID && a.RemoteID == b.RemoteID && a.RemoteAddress == b.RemoteAddress &&
 		slices.Equal(a.LocalTS, b.LocalTS) && slices.Equal(a.IKE, b.IKE) && slices.Equal(a.ESP, b.ESP) &&
 		a.PSKFile == b.PSKFile && a.DPDSeconds == b.DPDSeconds && a.RekeySeconds == b.RekeySeconds &&

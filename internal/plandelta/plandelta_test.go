@@ -258,6 +258,10 @@ func TestApplyWrongBase(t *testing.T) {
 // types fails here until Sum encodes it.
 func TestSumCoversEveryField(t *testing.T) {
 	g := plans(t, federation(t, 4, nil, ""), plan.Inputs{})["g000"]
+	// The first peer gets an (empty) IPsec block, so that its fields are
+	// walked; each change below is made to a copy of it.
+	g.Peers = slices.Clone(g.Peers)
+	g.Peers[0].IPsec = &plan.IPsecPeer{}
 	sum, digest := plandelta.Sum(g), plandelta.NewDigest(g).Sum
 	targets := map[string]func(plan.Gateway) reflect.Value{
 		"Peer":   func(g plan.Gateway) reflect.Value { return reflect.ValueOf(&g.Peers[0]).Elem() },
@@ -269,6 +273,12 @@ func TestSumCoversEveryField(t *testing.T) {
 		var walk func(path string, get func(plan.Gateway) reflect.Value)
 		walk = func(path string, get func(plan.Gateway) reflect.Value) {
 			v := get(g)
+			if v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct {
+				for i := range v.Elem().NumField() {
+					walk(path+"."+v.Elem().Type().Field(i).Name, func(g plan.Gateway) reflect.Value { return get(g).Elem().Field(i) })
+				}
+				return
+			}
 			if v.Kind() == reflect.Struct && v.Type() != reflect.TypeFor[netip.Prefix]() {
 				for i := range v.NumField() {
 					walk(path+"."+v.Type().Field(i).Name, func(g plan.Gateway) reflect.Value { return get(g).Field(i) })
@@ -278,6 +288,8 @@ func TestSumCoversEveryField(t *testing.T) {
 			c := g
 			c.Peers = slices.Clone(g.Peers)
 			c.Peers[0].AllowedIPs = slices.Clone(g.Peers[0].AllowedIPs)
+			ip := *g.Peers[0].IPsec
+			c.Peers[0].IPsec = &ip
 			c.Routes = slices.Clone(g.Routes)
 			c.Firewall.Flows = slices.Clone(g.Firewall.Flows)
 			c.Firewall.Remote = slices.Clone(g.Firewall.Remote)

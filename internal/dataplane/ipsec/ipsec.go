@@ -169,6 +169,8 @@ func (*Driver) Check(t plan.Tunnel, peers []plan.Peer) []error {
 	for _, p := range peers {
 		ip := p.IPsec
 		switch {
+		case ip == nil:
+			errs = append(errs, fmt.Errorf("peer %s: backend ipsec without its ipsec block (the manager plans one for every IPsec link)", p.Gateway))
 		case ip.LocalID == "" || ip.RemoteID == "":
 			errs = append(errs, fmt.Errorf("peer %s: ipsec.localID and ipsec.remoteID are required (the IKE identities)", p.Gateway))
 		case len(ip.IKE) == 0 || len(ip.ESP) == 0:
@@ -279,7 +281,7 @@ type conn struct {
 // with; a change of any of it reloads the connection.
 func (c conn) fingerprint() string {
 	b, _ := json.Marshal(struct {
-		IPsec      plan.IPsecPeer
+		IPsec      *plan.IPsecPeer
 		AllowedIPs []netip.Prefix
 		IfID       uint32
 	}{c.peer.IPsec, c.peer.AllowedIPs, c.ifID})

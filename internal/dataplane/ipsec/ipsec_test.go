@@ -16,7 +16,7 @@ func peer(name string, initiator bool, allowed ...string) plan.Peer {
 	for _, a := range allowed {
 		p.AllowedIPs = append(p.AllowedIPs, netip.MustParsePrefix(a))
 	}
-	p.IPsec = plan.IPsecPeer{Initiator: initiator, LocalID: "a", RemoteID: name, RemoteAddress: "192.0.2.2",
+	p.IPsec = &plan.IPsecPeer{Initiator: initiator, LocalID: "a", RemoteID: name, RemoteAddress: "192.0.2.2",
 		LocalTS: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}, IKE: []string{"aes256gcm16-prfsha384-curve25519"},
 		ESP: []string{"aes256gcm16-curve25519"}, PSKFile: "/etc/fednet/ipsec.psk", DPDSeconds: 10, RekeySeconds: 3600}
 	return p
@@ -47,8 +47,9 @@ func TestDiff(t *testing.T) {
 	if again := d.Diff(s.Clone(), tun, []plan.Peer{b, c}); len(again.Setup)+len(again.Peers) != 0 {
 		t.Errorf("the same plan again: %v %v; want nothing", again.Setup, again.Peers)
 	}
-	b2 := b
-	b2.IPsec.ESP = []string{"chacha20poly1305-curve25519"}
+	b2, ip := b, *b.IPsec
+	ip.ESP = []string{"chacha20poly1305-curve25519"}
+	b2.IPsec = &ip
 	diff = d.Diff(s.Clone(), tun, []plan.Peer{b2})
 	var changes []string
 	for _, o := range diff.Peers {
@@ -107,8 +108,11 @@ func TestCheck(t *testing.T) {
 	bad.IPsec.PSKFile = "relative.psk"
 	noAddr := peer("c", true, "10.3.0.0/24")
 	noAddr.IPsec.RemoteAddress = ""
-	errs := d.Check(plan.Tunnel{}, []plan.Peer{bad, noAddr, peer("ok", false, "10.4.0.0/24")})
-	if len(errs) != 2 || !strings.Contains(errs[0].Error(), "pskFile") || !strings.Contains(errs[1].Error(), "remoteAddress") {
-		t.Errorf("Check: %v; want the relative PSK file and the initiator without address", errs)
+	noBlock := peer("d", true, "10.5.0.0/24")
+	noBlock.IPsec = nil
+	errs := d.Check(plan.Tunnel{}, []plan.Peer{bad, noAddr, noBlock, peer("ok", false, "10.4.0.0/24")})
+	if len(errs) != 3 || !strings.Contains(errs[0].Error(), "pskFile") || !strings.Contains(errs[1].Error(), "remoteAddress") ||
+		!strings.Contains(errs[2].Error(), "peer d: backend ipsec without its ipsec block") {
+		t.Errorf("Check: %v; want the relative PSK file, the initiator without address and the peer without a block", errs)
 	}
 }

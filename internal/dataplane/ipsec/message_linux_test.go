@@ -14,7 +14,7 @@ import (
 func TestMessageExternal(t *testing.T) {
 	pfx := netip.MustParsePrefix
 	ext := plan.Peer{Gateway: "os-lab", Backend: backend.IPsec, AllowedIPs: []netip.Prefix{pfx("10.4.0.0/24")},
-		IPsec: plan.IPsecPeer{Initiator: true, LocalID: "198.51.100.30", RemoteID: "203.0.113.78", RemoteAddress: "203.0.113.78",
+		IPsec: &plan.IPsecPeer{Initiator: true, LocalID: "198.51.100.30", RemoteID: "203.0.113.78", RemoteAddress: "203.0.113.78",
 			IKE: []string{"aes128-sha1-modp1536"}, ESP: []string{"aes128-sha1-modp1536"}, PSKFile: "/k", DPDSeconds: 10,
 			RekeySeconds: 3600, IKERekeySeconds: 7200, IKEVersion: 1, Profile: "openstack-vpnaas",
 			Children: []plan.ChildSA{
@@ -49,7 +49,8 @@ func TestMessageExternal(t *testing.T) {
 		t.Errorf("second child selectors %v <-> %v", lts, rts)
 	}
 	// A link between fednet gateways: one child, IKEv2, IKE rekey 4x.
-	link := ext
+	link, ip := ext, *ext.IPsec
+	link.IPsec = &ip
 	link.IPsec.IKEVersion, link.IPsec.IKERekeySeconds, link.IPsec.Children = 0, 0, nil
 	link.IPsec.LocalTS = []netip.Prefix{pfx("0.0.0.0/0")}
 	m, err = conn{peer: link}.message(false)
