@@ -60,6 +60,11 @@ const (
 	// thousand sites puts a thousand addresses in every head, which a
 	// change of one site changes by one.
 	PlanFeatureRemotes = "remotes"
+	// PlanFeaturePeerRemotes: with PlanFeatureRemotes, a delta's head may
+	// also leave out the remotes of a VXLAN port the base lacks (a
+	// bridged network added), which the delta then edits from the
+	// transit addresses of the new plan's peers (RemotesEdit.peers).
+	PlanFeaturePeerRemotes = "peer-remotes"
 )
 
 // Authentication: every call but enrollment and /openapi.yaml carries

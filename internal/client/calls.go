@@ -154,7 +154,7 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 	// the header sends sums of version 1.
 	features := http.Header{plandelta.SumHeader: {"2", strconv.Itoa(plandelta.SumVersion)}}
 	if !c.noLocal {
-		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal+","+api.PlanFeaturePatch+","+api.PlanFeatureRemotes)
+		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal+","+api.PlanFeaturePatch+","+api.PlanFeatureRemotes+","+api.PlanFeaturePeerRemotes)
 	}
 	changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, delta, features, &out)
 	if !changed || err != nil {

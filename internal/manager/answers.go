@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,30 +63,37 @@ const gzipAbove = 1 << 10
 // variant is the form of a plan a watch takes: bare (without the plan's
 // Local) unless the request announces api.PlanFeatureLocal; with it, the
 // Local's deltas patch changed entries by field only when the request
-// also announces api.PlanFeaturePatch, and deltas edit the remotes of
-// the head's VXLAN ports when it announces api.PlanFeatureRemotes too.
+// also announces api.PlanFeaturePatch, deltas edit the remotes of the
+// head's VXLAN ports when it announces api.PlanFeatureRemotes too, and
+// those of new ports from the peers' transit addresses when it announces
+// api.PlanFeaturePeerRemotes as well.
 type variant int
 
 const (
-	bare        variant = iota
-	withLocal           // the Local; its deltas send changed entries whole
-	withPatches         // the Local; its deltas patch changed entries
-	withRemotes         // withPatches, and deltas edit the head's VXLAN remotes
-	variants            // the number of variants
+	bare            variant = iota
+	withLocal               // the Local; its deltas send changed entries whole
+	withPatches             // the Local; its deltas patch changed entries
+	withRemotes             // withPatches, and deltas edit the head's VXLAN remotes
+	withPeerRemotes         // withRemotes, and new ports' remotes from the peers
+	variants                // the number of variants
 )
+
+// newest is the variant fednet's agent takes, whose deltas a manager
+// encodes ahead.
+const newest = withPeerRemotes
 
 // local reports whether v carries the plan's Local.
 func (v variant) local() bool { return v != bare }
 
 // patches reports whether v's Local deltas patch changed entries.
-func (v variant) patches() bool { return v == withPatches || v == withRemotes }
+func (v variant) patches() bool { return v >= withPatches }
 
 // variantOf returns the variant r announces it takes of a plan p.
 func variantOf(r *http.Request, p plan.Gateway) variant {
 	if p.Local == nil {
 		return bare
 	}
-	var local, patch, remotes bool
+	var local, patch, remotes, peerRemotes bool
 	for _, v := range r.Header.Values(api.HeaderPlanFeatures) {
 		for _, f := range strings.Split(v, ",") {
 			switch f = strings.TrimSpace(f); {
@@ -95,10 +103,14 @@ func variantOf(r *http.Request, p plan.Gateway) variant {
 				patch = true
 			case strings.EqualFold(f, api.PlanFeatureRemotes):
 				remotes = true
+			case strings.EqualFold(f, api.PlanFeaturePeerRemotes):
+				peerRemotes = true
 			}
 		}
 	}
 	switch {
+	case local && patch && remotes && peerRemotes:
+		return withPeerRemotes
 	case local && patch && remotes:
 		return withRemotes
 	case local && patch:
@@ -224,15 +236,30 @@ type answers struct {
 	planDelta *plandelta.Delta
 	// remotesDelta is planDelta with the remotes of its head's VXLAN
 	// ports edited from prev's (withRemotes); nil when it edits none.
-	remotesDelta *plandelta.Delta
-	prevLocal    *plan.Local
-	localDeltas  [variants]*localDelta
-	localDone    [variants]bool
+	// peerRemotesDelta likewise, with those of new ports edited from the
+	// transit addresses of the peers (withPeerRemotes).
+	remotesDelta     *plandelta.Delta
+	peerRemotesDelta *plandelta.Delta
+	prevLocal        *plan.Local
+	localDeltas      [variants]*localDelta
+	localDone        [variants]bool
 	// deltaBody and deltaZ are the pieces of the delta answer (and of it
 	// gzipped), by variant: with Local, the Local's delta is a piece of
 	// its own, shared by every answer.
 	deltaBody [variants][][]byte
 	deltaZ    [variants][][]byte
+}
+
+// remotesFor returns the delta with remotes edited that variant v takes,
+// nil for none.
+func (a *answers) remotesFor(v variant) *plandelta.Delta {
+	switch v {
+	case withRemotes:
+		return a.remotesDelta
+	case withPeerRemotes:
+		return a.peerRemotesDelta
+	}
+	return nil
 }
 
 // full returns the pieces of the whole plan's answer in variant v and the
@@ -311,9 +338,19 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 		if a.planDelta != nil && p.held.Head.Local != nil {
 			a.prevLocal = prev.Head.Local
 		}
-		if a.planDelta != nil {
-			if d := a.planDelta.WithRemotesEdits(prev.Head); d.RemotesEdits != nil {
-				a.remotesDelta = &d
+		if a.planDelta != nil && len(p.held.Head.Bridges) > 0 {
+			transits := func() []netip.Addr {
+				return plandelta.PeerTransits(p.held.Head.Firewall.Transit, p.held.Peers.All())
+			}
+			if d := a.planDelta.WithRemotesEdits(prev.Head, sync.OnceValue(transits)); d.RemotesEdits != nil {
+				a.peerRemotesDelta = &d
+			}
+			a.remotesDelta = a.peerRemotesDelta
+			if a.peerRemotesDelta != nil && a.peerRemotesDelta.FromPeers() {
+				a.remotesDelta = nil
+				if d := a.planDelta.WithRemotesEdits(prev.Head, nil); d.RemotesEdits != nil {
+					a.remotesDelta = &d
+				}
 			}
 		}
 	}
@@ -334,8 +371,8 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 		// from the digest without hashing the lists.
 		var d plandelta.Delta
 		var headJSON []byte
-		if v == withRemotes && a.remotesDelta != nil {
-			d = *a.remotesDelta // a head without its long remotes: encoded here
+		if r := a.remotesFor(v); r != nil {
+			d = *r // a head without its long remotes: encoded here
 		} else {
 			d, headJSON = *a.planDelta, a.headJSON(p)
 		}

@@ -142,13 +142,13 @@ func changeCost(t testing.TB, n int, withAgents, check bool, dir string) {
 				h, ok := agents[name]
 				var body []byte
 				if ok && e.prevGen == h.gen {
-					parts, _ := e.answers.delta(e, 0, withRemotes, cur.local)
+					parts, _ := e.answers.delta(e, 0, newest, cur.local)
 					for _, p := range parts {
 						body = append(body, p...)
 					}
 				}
 				if body == nil {
-					parts, _, err := e.answers.full(e, 0, withRemotes, cur.local)
+					parts, _, err := e.answers.full(e, 0, newest, cur.local)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -162,6 +162,9 @@ func changeCost(t testing.TB, n int, withAgents, check bool, dir string) {
 				}
 				if check && ok && out.Delta == nil {
 					t.Errorf("%s: %s got its whole plan, not a delta", what, name)
+				}
+				if check && ok && what == "network added" && out.Delta != nil && !out.Delta.FromPeers() {
+					t.Errorf("%s: %s got the new port's remotes in its head, not edited from its peers", what, name)
 				}
 				if out.Delta != nil {
 					g, d, err := plandelta.ApplyDigest(h.plan, h.digest, *out.Delta)

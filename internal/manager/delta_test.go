@@ -172,7 +172,7 @@ func TestDeltasAheadOnlyForServed(t *testing.T) {
 	st := h.m.snapshot()
 	served, other := st.plans["gw-00"].answers, st.plans["gw-01"].answers
 	served.mu.Lock()
-	encoded := served.deltaBody[withRemotes] != nil
+	encoded := served.deltaBody[newest] != nil
 	served.mu.Unlock()
 	other.mu.Lock()
 	dropped := other.deltaDone && other.prev == nil && other.planDelta == nil

@@ -134,12 +134,12 @@ func TestPlanLocal(t *testing.T) {
 
 	// One Local delta for every gateway that had a plan before.
 	st := h.m.snapshot()
-	shared := st.plans["g000"].answers.localDeltas[withRemotes]
+	shared := st.plans["g000"].answers.localDeltas[newest]
 	if shared == nil {
 		t.Fatal("g000's answers hold no Local delta")
 	}
 	for name, e := range st.plans {
-		if name != "g300" && e.answers.localDeltas[withRemotes] != shared {
+		if name != "g300" && e.answers.localDeltas[newest] != shared {
 			t.Fatalf("gateway %s's answer has its own Local delta, not the one shared", name)
 		}
 	}
@@ -214,13 +214,7 @@ func TestClientPlanLocal(t *testing.T) {
 // patches is the smaller.
 func TestPlanPatchesOnlyWhenAnnounced(t *testing.T) {
 	const n = 40
-	h := newHarness(t)
-	h.putSpec(sitesSpec(n))
-	cred, _ := h.enroll("g000")
-	path := gwPath(api.PathPlan, "g000")
-	first := planAnswer(t, h.do(req{method: "GET", path: path, token: cred, header: withLocalHeader}))
-	h.putSpec(strings.ReplaceAll(sitesSpec(n), "provider: edge,", "provider: edge, region: eu-1,"))
-	now := planAnswer(t, h.do(req{method: "GET", path: path, token: cred, header: withLocalHeader}))
+	h, cred, path, first, now := watchChange(t, sitesSpec(n), strings.ReplaceAll(sitesSpec(n), "provider: edge,", "provider: edge, region: eu-1,"))
 	query := fmt.Sprintf("?after=%d&delta=true", first.Generation)
 
 	withPatch := map[string]string{api.HeaderPlanFeatures: "local, patch", plandelta.SumHeader: sumVersion}
@@ -253,4 +247,80 @@ func TestPlanPatchesOnlyWhenAnnounced(t *testing.T) {
 	if sizes["local,patch"] >= sizes["local"] {
 		t.Errorf("the delta with patches is %d bytes, without %d: want it smaller", sizes["local,patch"], sizes["local"])
 	}
+}
+
+// bridgedSitesSpec is sitesSpec(n) with a bridged network over every
+// site, each gateway's bridge port on eth1.
+func bridgedSitesSpec(n int) string {
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("s%03d", i))
+	}
+	s := strings.ReplaceAll(sitesSpec(n), ":51820'}", ":51820', bridgePorts: {lan: eth1}}")
+	return s + fmt.Sprintf("  - {name: lan, id: 200, mode: bridged, subnet: 192.168.0.0/16, sites: [%s]}\n", strings.Join(names, ", "))
+}
+
+// TestPlanPeerRemotesOnlyWhenAnnounced: a bridged network added over
+// every site gives each gateway a VXLAN port of a remote per other site.
+// A watch that announces peer-remotes gets a delta whose head leaves
+// those remotes out, edited from the transit addresses of the peers; one
+// that announces remotes alone (an agent that predates them) gets them
+// in the head. Both rebuild the manager's plan exactly.
+func TestPlanPeerRemotesOnlyWhenAnnounced(t *testing.T) {
+	const n = 40
+	h, cred, path, first, now := watchChange(t, sitesSpec(n), bridgedSitesSpec(n))
+	if len(now.Plan.Bridges) != 1 || len(now.Plan.Bridges[0].VXLANs) != 1 || len(now.Plan.Bridges[0].VXLANs[0].Remotes) != n-1 {
+		t.Fatalf("the plan after the bridged network was added: bridges %+v; want one port of %d remotes", now.Plan.Bridges, n-1)
+	}
+	query := fmt.Sprintf("?after=%d&delta=true", first.Generation)
+	features := func(f ...string) map[string]string {
+		return map[string]string{api.HeaderPlanFeatures: strings.Join(f, ", "), plandelta.SumHeader: sumVersion}
+	}
+	sizes := map[bool]int{}
+	for _, c := range []struct {
+		header    map[string]string
+		fromPeers bool
+	}{
+		{features(api.PlanFeatureLocal, api.PlanFeaturePatch, api.PlanFeatureRemotes), false},
+		{features(api.PlanFeatureLocal, api.PlanFeaturePatch, api.PlanFeatureRemotes, api.PlanFeaturePeerRemotes), true},
+	} {
+		a := h.do(req{method: "GET", path: path + query, token: cred, header: c.header})
+		d := planAnswer(t, a)
+		if d.Delta == nil {
+			t.Fatalf("%s: no delta", c.header[api.HeaderPlanFeatures])
+		}
+		if got := d.Delta.FromPeers(); got != c.fromPeers {
+			t.Fatalf("%s: remotes edited from the peers %v, want %v", c.header[api.HeaderPlanFeatures], got, c.fromPeers)
+		}
+		inHead := len(d.Delta.Head.Bridges) == 1 && len(d.Delta.Head.Bridges[0].VXLANs[0].Remotes) == n-1
+		if inHead == c.fromPeers {
+			t.Fatalf("%s: the head carries the remotes %v, want %v", c.header[api.HeaderPlanFeatures], inHead, !c.fromPeers)
+		}
+		got, err := plandelta.Apply(first.Plan, *d.Delta)
+		if err != nil {
+			t.Fatalf("%s: applying the delta: %v", c.header[api.HeaderPlanFeatures], err)
+		}
+		if !bytes.Equal(got.JSON(), now.Plan.JSON()) {
+			t.Fatalf("%s: the plan rebuilt differs from the manager's", c.header[api.HeaderPlanFeatures])
+		}
+		sizes[c.fromPeers] = len(a.body)
+	}
+	if sizes[true] >= sizes[false] {
+		t.Errorf("the delta with remotes from the peers is %d bytes, without %d: want it smaller", sizes[true], sizes[false])
+	}
+}
+
+// watchChange puts spec from, enrolls g000 and takes its plan with its
+// Local, puts spec to and takes the plan again: it returns the harness,
+// g000's credential and plan path, and the two answers.
+func watchChange(t *testing.T, from, to string) (*harness, string, string, api.PlanResponse, api.PlanResponse) {
+	t.Helper()
+	h := newHarness(t)
+	h.putSpec(from)
+	cred, _ := h.enroll("g000")
+	path := gwPath(api.PathPlan, "g000")
+	first := planAnswer(t, h.do(req{method: "GET", path: path, token: cred, header: withLocalHeader}))
+	h.putSpec(to)
+	now := planAnswer(t, h.do(req{method: "GET", path: path, token: cred, header: withLocalHeader}))
+	return h, cred, path, first, now
 }

@@ -74,7 +74,7 @@ func encodeDeltas(st *state, names []string) {
 	parallel(len(todo), func(i int) {
 		e := todo[i]
 		// Encoded ahead in the variant agents of this version take.
-		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, withRemotes, st.local)
+		e.answers.delta(e, st.gateways[e.Gateway].RotateRequested, newest, st.local)
 	})
 	if st.local != nil {
 		st.local.forgetBases()

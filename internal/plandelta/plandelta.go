@@ -63,9 +63,10 @@ type Delta struct {
 	// new plan has no Local.
 	Local *LocalDelta `json:"local,omitempty"`
 	// RemotesEdits edit the remotes of VXLAN ports of the base's head
-	// into those of the new head, whose ports they name have no remotes
+	// (or the transit addresses of the new plan's peers) into those of
+	// the new head, whose ports they name have no remotes
 	// (WithRemotesEdits); only for a watch that announces it takes them
-	// (api.PlanFeatureRemotes).
+	// (api.PlanFeatureRemotes, api.PlanFeaturePeerRemotes).
 	RemotesEdits []RemotesEdit `json:"remotesEdits,omitempty"`
 	// Sum is the sum of the new plan, in hex: Sum (version 1) when
 	// SumVersion is 0, Digest.Sum of that version when it is 2 or 3.
@@ -207,13 +208,14 @@ func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {
 // rebuild returns d's head with base's lists and Local as d changes them.
 func rebuild(base plan.Gateway, d Delta) (plan.Gateway, error) {
 	g := d.Head
+	g.Peers = applyList(base.Peers, d.Peers, d.PeersGone, peerKey, comparePeerKey)
 	if len(d.RemotesEdits) > 0 {
+		// After the peers: an edit may start from their transit addresses.
 		var err error
 		if g, err = editRemotes(base, g, d.RemotesEdits); err != nil {
 			return plan.Gateway{}, err
 		}
 	}
-	g.Peers = applyList(base.Peers, d.Peers, d.PeersGone, peerKey, comparePeerKey)
 	g.Routes = applyList(base.Routes, d.Routes, d.RoutesGone, routeKey, comparePrefix)
 	g.Firewall.Flows = applyList(base.Firewall.Flows, d.Flows, d.FlowsGone, flowKey, compareFlowKey)
 	g.Firewall.Remote = applyList(base.Firewall.Remote, d.Remote, d.RemoteGone, prefixKey, comparePrefix)

@@ -2,7 +2,10 @@ package plandelta_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,8 +18,10 @@ import (
 // head leaves out the VXLAN remotes the base has (WithRemotesEdits) is a
 // fraction of the delta with them, travels as JSON, and rebuilds the new
 // plan exactly, checked against its sum; where the base has no such port
-// (the network is new) the delta is as it was; a base without that port
-// is refused.
+// (the network is new) the delta is as it was, unless the remotes may be
+// edited from the peers' transit addresses, which then rebuild them as
+// exactly; a base without that port is refused, and so is a delta from
+// the peers read by an agent that does not know them.
 func TestRemotesEdits(t *testing.T) {
 	const n = 40
 	bridged := func(n int) string {
@@ -32,12 +37,15 @@ func TestRemotesEdits(t *testing.T) {
 		from  *spec.Federation
 		to    *spec.Federation
 		in    plan.Inputs
+		peers bool // edit new ports' remotes from the peers
 		edits bool
 	}{
-		{"gateway removed", base, base, plan.Inputs{Removed: map[string]bool{"g007": true}}, true},
-		{"site added", base, federation(t, n+1, nil, bridged(n+1)), plan.Inputs{}, true},
-		{"network added", federation(t, n, nil, ""), base, plan.Inputs{}, false},
-		{"nothing", base, base, plan.Inputs{}, true},
+		{"gateway removed", base, base, plan.Inputs{Removed: map[string]bool{"g007": true}}, true, true},
+		{"site added", base, federation(t, n+1, nil, bridged(n+1)), plan.Inputs{}, true, true},
+		{"network added", federation(t, n, nil, ""), base, plan.Inputs{}, false, false},
+		{"network added, from the peers", federation(t, n, nil, ""), base, plan.Inputs{}, true, true},
+		{"network added, a gateway gone, from the peers", federation(t, n, nil, ""), base, plan.Inputs{Removed: map[string]bool{"g007": true}}, true, true},
+		{"nothing", base, base, plan.Inputs{}, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,9 +61,19 @@ func TestRemotesEdits(t *testing.T) {
 					t.Fatalf("%s: no delta", name)
 				}
 				d.Sum, d.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
-				e := d.WithRemotesEdits(from)
+				var transits func() []netip.Addr
+				if c.peers {
+					transits = func() []netip.Addr {
+						return plandelta.PeerTransits(want.Firewall.Transit, slices.Values(want.Peers))
+					}
+				}
+				e := d.WithRemotesEdits(from, transits)
 				if got := e.RemotesEdits != nil; got != c.edits {
 					t.Fatalf("%s: remotes edited %v, want %v", name, got, c.edits)
+				}
+				newPort := len(from.Bridges) == 0
+				if e.FromPeers() != (c.edits && newPort) {
+					t.Fatalf("%s: remotes edited from the peers %v, want %v", name, e.FromPeers(), c.edits && newPort)
 				}
 				remotes := len(js(t, want.Bridges[0].VXLANs[0].Remotes))
 				if c.edits && len(js(t, e)) > len(js(t, d))-remotes*3/4 {
@@ -72,11 +90,23 @@ func TestRemotesEdits(t *testing.T) {
 				if err != nil || js(t, got) != js(t, want) {
 					t.Fatalf("%s: rebuilt from the delta with remotes edited: %v (same plan %v)", name, err, err == nil && js(t, got) == js(t, want))
 				}
-				if c.edits {
+				switch {
+				case c.edits && !newPort:
 					other := from
 					other.Bridges = nil
 					if _, err := plandelta.Apply(other, back); err == nil {
 						t.Fatalf("%s: a delta editing remotes applied to a base without the port", name)
+					}
+				case c.edits:
+					// An agent that predates edits from the peers reads
+					// them as edits of the base's port, which it lacks.
+					old := back
+					old.RemotesEdits = slices.Clone(back.RemotesEdits)
+					for i := range old.RemotesEdits {
+						old.RemotesEdits[i].Peers = false
+					}
+					if _, err := plandelta.Apply(from, old); !errors.Is(err, plandelta.ErrMismatch) {
+						t.Fatalf("%s: a delta editing remotes from the peers, read as from the base: %v, want ErrMismatch", name, err)
 					}
 				}
 			}
