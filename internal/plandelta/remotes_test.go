@@ -113,3 +113,65 @@ func TestRemotesEdits(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerTransits: the single addresses of the transit prefix among the
+// peers' allowed IPs, sorted, each once; prefixes and addresses outside
+// the transit prefix are not transit addresses.
+func TestPeerTransits(t *testing.T) {
+	transit := netip.MustParsePrefix("100.96.0.0/16")
+	pfx := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, x := range s {
+			out = append(out, netip.MustParsePrefix(x))
+		}
+		return out
+	}
+	peers := []plan.Peer{
+		{Gateway: "a", AllowedIPs: pfx("10.1.0.0/24", "100.96.0.9/32")},
+		{Gateway: "b", AllowedIPs: pfx("100.96.0.3/32", "100.96.1.0/24")},
+		{Gateway: "c", AllowedIPs: pfx("100.96.0.9/32", "192.0.2.1/32")},
+		{Gateway: "d"},
+	}
+	got := plandelta.PeerTransits(transit, slices.Values(peers))
+	want := []netip.Addr{netip.MustParseAddr("100.96.0.3"), netip.MustParseAddr("100.96.0.9")}
+	if !slices.Equal(got, want) {
+		t.Errorf("PeerTransits = %v, want %v", got, want)
+	}
+	if got := plandelta.PeerTransits(transit, slices.Values(peers[:2])); !slices.IsSortedFunc(got, netip.Addr.Compare) || len(got) != 2 {
+		t.Errorf("PeerTransits of two peers out of order = %v, want them sorted", got)
+	}
+	// IPv6 transit addresses sort as netip.Addr.
+	mixed := []plan.Peer{
+		{Gateway: "a", AllowedIPs: pfx("fd00::9/128", "100.96.0.200/32")},
+		{Gateway: "b", AllowedIPs: pfx("fd00::3/128", "100.96.0.7/32")},
+	}
+	wide := netip.MustParsePrefix("::/0")
+	got = plandelta.PeerTransits(wide, slices.Values(mixed))
+	if !slices.IsSortedFunc(got, netip.Addr.Compare) || len(got) != 2 {
+		t.Errorf("PeerTransits of IPv6 addresses = %v, want two, sorted", got)
+	}
+	for _, x := range []netip.Prefix{transit, netip.MustParsePrefix("0.0.0.0/0")} {
+		four := []plan.Peer{{Gateway: "a", AllowedIPs: pfx("100.96.0.200/32", "100.96.1.3/32", "100.96.0.7/32")}}
+		if got := plandelta.PeerTransits(x, slices.Values(four)); !slices.Equal(got, []netip.Addr{netip.MustParseAddr("100.96.0.7"), netip.MustParseAddr("100.96.0.200"), netip.MustParseAddr("100.96.1.3")}) {
+			t.Errorf("PeerTransits(%s) of IPv4 addresses out of order = %v, want them sorted as numbers", x, got)
+		}
+	}
+}
+
+// BenchmarkPeerTransits: a thousand peers whose transit addresses are not
+// in the order of their names.
+func BenchmarkPeerTransits(b *testing.B) {
+	transit := netip.MustParsePrefix("100.96.0.0/16")
+	peers := make([]plan.Peer, 1000)
+	for i := range peers {
+		j := (i * 7919) % 1000
+		peers[i] = plan.Peer{Gateway: fmt.Sprintf("g%04d", i), AllowedIPs: []netip.Prefix{
+			netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(j >> 8), byte(j), 0}), 24),
+			netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 96, byte(j >> 8), byte(j)}), 32)}}
+	}
+	for b.Loop() {
+		if got := plandelta.PeerTransits(transit, slices.Values(peers)); len(got) != 1000 {
+			b.Fatalf("%d transit addresses", len(got))
+		}
+	}
+}
