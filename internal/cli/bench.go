@@ -225,6 +225,7 @@ plots (SVG and PNG) in --out; --json prints the results on stdout.`,
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.BoolVar(&noDeltas, "no-deltas", false, "agents take whole plans, never deltas")
 	f.BoolVar(&gz0, "no-compression", false, "agents do not accept gzip")
+	f.BoolVar(&cfg.CollectInWindow, "collect-in-window", false, "leave the collections of the simulated agents' shared heap where they fall instead of collecting it before each change (docs/manager.md, Sizing)")
 	f.BoolVar(&noLocal, "no-local", false, "agents take plans without their Local (the spec and inputs they plan failures with), as fednet agent --no-failover")
 	return cmd
 }

@@ -38,7 +38,8 @@ func TestMain(m *testing.M) {
 // three-member etcd. Every change reaches every affected agent (Run fails
 // otherwise), the numbers are there, and every agent reconnects after the
 // restart of every manager, with no request failing after the managers
-// answered again. Timings are logged, not asserted.
+// answered again; the agents' heap is collected before each change.
+// Timings are logged, not asserted.
 func TestShort(t *testing.T) {
 	for _, c := range []controlplane.Config{
 		{Gateways: 20, Managers: 1},
@@ -75,6 +76,9 @@ func TestShort(t *testing.T) {
 				if ch.Kind == controlplane.SiteAdded && ch.PlanPath != "20 edited, 1 whole" {
 					t.Errorf("%s: the manager planned it %q, want 20 plans edited (plan.Update) and the new one whole", ch.Kind, ch.PlanPath)
 				}
+				if ch.AgentPreGCCPUSeconds <= 0 {
+					t.Errorf("%s: no collection of the agents' heap before the change: %+v", ch.Kind, ch)
+				}
 				if c.Managers > 1 && ch.FollowerPlanMs <= 0 {
 					t.Errorf("%s: the other managers did not log their planning: %+v", ch.Kind, ch)
 				}
@@ -101,6 +105,9 @@ func TestShort(t *testing.T) {
 			t.Logf("\n%s", md)
 			if !strings.Contains(string(md), "network added") {
 				t.Error("results.md lacks the network change")
+			}
+			if !strings.Contains(string(md), "collected before each change") {
+				t.Error("results.md does not say the agents' heap was collected before each change")
 			}
 		})
 	}

@@ -101,6 +101,9 @@ func Markdown(results []*Result) string {
 			r.Gateways, r.EnrollSeconds, r.FirstPlanSeconds, float64(r.FirstPlanBytes)/1e6)
 		fmt.Fprintf(&b, "Steady (%.0f s, nothing changing, every agent watching and reporting every 5 s): managers %.2f cores, etcd %.2f cores, largest manager RSS %.0f MB.\n\n",
 			r.Steady.Seconds, r.Steady.ManagerCores, r.Steady.EtcdCores, r.Steady.RSSMB)
+		if pre := preGC(r); pre > 0 {
+			fmt.Fprintf(&b, "The simulated agents' shared heap was collected before each change, outside its window (%.2f CPU-s in all; --collect-in-window leaves its collections where they fall).\n\n", pre)
+		}
 		b.WriteString("| change | agents | planning ms (others) | p50 ms | p99 ms | max ms | API ms | bytes sent | manager CPU s | etcd CPU s | agents' CPU s | peak RSS MB |\n")
 		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.Changes {
@@ -119,6 +122,15 @@ func Markdown(results []*Result) string {
 		fmt.Fprintf(&b, "Periodic status reports (every agent every 5 s) throughout: %d, %d failed.\n\n", r.StatusReports, r.StatusReportFails)
 	}
 	return b.String()
+}
+
+// preGC is the CPU seconds of the collections made before r's changes.
+func preGC(r *Result) float64 {
+	var sum float64
+	for _, c := range r.Changes {
+		sum += c.AgentPreGCCPUSeconds
+	}
+	return sum
 }
 
 func bytesText(n int64) string {
