@@ -174,7 +174,10 @@ meanwhile.
 
 With several --gateways values it runs each and plots propagation p99 and
 planning time against N. Everything runs on loopback, on this machine's CPUs:
-the figures include the agents' own work. It raises the open file limit
+the figures include the agents' own work. The N agents share this process's
+heap, which it collects before each change, outside the change's window (a
+real agent's heap is a few megabytes); --collect-in-window leaves its
+collections where they fall. It raises the open file limit
 (N agents hold N connections). Results: results.json, results.md and the
 plots (SVG and PNG) in --out; --json prints the results on stdout.`,
 		Example: `  fednet bench control-plane --gateways 1000 --json
