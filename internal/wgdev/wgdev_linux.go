@@ -141,6 +141,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 		defer stop()
 		defer func() { logf("wgdev %s: queue management: %v", name, q) }()
+		stopReport := make(chan struct{})
+		defer close(stopReport)
+		go q.Report(name, aqm.ReportEvery, logf, stopReport)
 	}
 	asked := &askedPort{Bind: bind}
 	bind = asked

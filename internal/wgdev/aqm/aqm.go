@@ -280,3 +280,32 @@ func (b *bind) Send(bufs [][]byte, ep conn.Endpoint) error {
 	}
 	return b.Bind.Send(keep, ep)
 }
+
+// ReportEvery is how often Report logs the drops made since its last line.
+const ReportEvery = 10 * time.Second
+
+// Report logs, every interval until stop is closed, how many packets were
+// dropped in each direction since its last line, when any were: a stream
+// that lost datagrams to the queue management says so in the device's log
+// while it runs, not only when the device stops.
+func (a *AQM) Report(name string, every time.Duration, logf func(string, ...any), stop <-chan struct{}) {
+	reportDrops(name, every, a.Drops, logf, stop)
+}
+
+func reportDrops(name string, every time.Duration, drops func() (tx, rx uint64), logf func(string, ...any), stop <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lastTx, lastRx := drops()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		tx, rx := drops()
+		if tx != lastTx || rx != lastRx {
+			logf("wgdev %s: queue management dropped %d packets leaving and %d arriving in the last %v (CoDel: they stayed in the device above the target)", name, tx-lastTx, rx-lastRx, every)
+		}
+		lastTx, lastRx = tx, rx
+	}
+}
