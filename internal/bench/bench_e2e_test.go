@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -104,6 +105,18 @@ func TestBenchQuick(t *testing.T) {
 	}
 	if st.Exists() {
 		t.Errorf("the reference lab of the run by name is left behind:\n%s", st)
+	}
+	// The reference lab's logs (its standalone devices') were kept.
+	var wgdevLog bool
+	logs, _ := filepath.Glob(filepath.Join(byName, "logs", name+"ref", "*", "*"))
+	more, _ := filepath.Glob(filepath.Join(byName, "logs", name+"ref", "*", "*", "*"))
+	for _, f := range append(logs, more...) {
+		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte("wgdev")) {
+			wgdevLog = true
+		}
+	}
+	if !wgdevLog {
+		t.Errorf("no device log among the reference lab's logs copied to %s: %v %v", filepath.Join(byName, "logs"), logs, more)
 	}
 
 	// Live mode, as on a host of a live federation: from aws-h1 against an

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,10 @@ type LabConfig struct {
 	Quick    bool
 	// Keep leaves the labs bench built running.
 	Keep bool
+	// LogsDir, when set, is where the logs of the labs bench built (the
+	// agents', the devices', iperf3's) are copied before the labs go, a
+	// directory per lab.
+	LogsDir string
 	// Between, when not empty, names the two sites to measure between
 	// (--between); empty: ChoosePairs picks them.
 	Between []string
@@ -70,6 +75,50 @@ func (r *labRun) progress(format string, args ...any) {
 
 // onCleanup registers fn to run when the run ends, latest first.
 func (r *labRun) onCleanup(fn func(context.Context) error) { r.cleanups = append(r.cleanups, fn) }
+
+// saveLogsFirst registers, to run before the cleanups registered so far
+// (l's removal), the copy of l's logs to LogsDir/NAME: the lab's own
+// (logs/) and each gateway's devices' (NODE/wireguard/*.log). A copy that
+// fails is said on Progress; it does not fail the run.
+func (r *labRun) saveLogsFirst(l *lab.Lab) {
+	if r.cfg.LogsDir == "" {
+		return
+	}
+	r.onCleanup(func(context.Context) error {
+		dest := filepath.Join(r.cfg.LogsDir, l.Name)
+		var n int
+		var errs []error
+		for _, pattern := range []string{filepath.Join(l.Dir, "logs", "*.log"), filepath.Join(l.Dir, "*", "wireguard", "*.log")} {
+			files, _ := filepath.Glob(pattern) // the patterns are well formed
+			for _, f := range files {
+				rel, _ := filepath.Rel(l.Dir, f) // f is under l.Dir
+				if err := copyFile(f, filepath.Join(dest, rel)); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				n++
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			r.progress("lab %q: copying its logs to %s: %v", l.Name, dest, err)
+		} else {
+			r.progress("lab %q: %d logs copied to %s", l.Name, n, dest)
+		}
+		return nil
+	})
+}
+
+// copyFile copies file from to to, creating to's directory.
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o644)
+}
 
 // RunLab measures a lab: the overlay between the first hosts of its first
 // two sites (and, per bridged network of both, between their bridged
@@ -154,6 +203,7 @@ func (r *labRun) setUp(ctx context.Context) error {
 	r.ref = ref
 	if !r.cfg.Keep {
 		r.onCleanup(ref.Down)
+		r.saveLogsFirst(ref)
 	}
 	mtu := r.tunnelMTU(ctx)
 	if _, err := startStandalone(ctx, ref, mtu, standaloneDevice(r.cfg.Binary)); err != nil {
@@ -247,6 +297,7 @@ func (r *labRun) buildLab(ctx context.Context) error {
 	r.l = l
 	if !r.cfg.Keep {
 		r.onCleanup(l.Down)
+		r.saveLogsFirst(l)
 	}
 	if err := l.SaveSpec([]byte(r.cfg.SpecYAML)); err != nil {
 		return err

@@ -95,7 +95,8 @@ do not forward. See docs/bench.md.`,
 				if err := needRoot(); err != nil {
 					return err
 				}
-				cfg := bench.LabConfig{Lab: labName, Name: name, Settings: settings, Quick: quick, Keep: keep, Progress: progress, Between: between}
+				cfg := bench.LabConfig{Lab: labName, Name: name, Settings: settings, Quick: quick, Keep: keep, Progress: progress, Between: between,
+					LogsDir: filepath.Join(out, "logs")}
 				switch {
 				case specFile != "":
 					if _, err := readSpec(specFile); err != nil {
