@@ -21,7 +21,7 @@ import (
 // standby gateways and the sites outside the network, the transit
 // addresses of the plan's peers, which the agent holds once it has
 // rebuilt them. A delta for an agent that takes it
-// (api.PlanFeaturePeerRemotes) edits those instead: at 1000 sites, 14 kB
+// (api.PlanFeaturePeerRemotes) edits those instead: at 1000 sites, about 15 kB
 // of head that each agent no longer decodes and the manager no longer
 // encodes, for a network added.
 
@@ -58,7 +58,7 @@ func PeerTransits(transit netip.Prefix, peers func(yield func(plan.Peer) bool)) 
 }
 
 // sortAddrs sorts a: IPv4 addresses alone (a transit prefix's) as
-// numbers, four times as fast as by netip.Addr.Compare.
+// numbers, which is faster than by netip.Addr.Compare (BenchmarkPeerTransits).
 func sortAddrs(a []netip.Addr) {
 	if !slices.ContainsFunc(a, func(x netip.Addr) bool { return !x.Is4() }) {
 		v4 := make([]uint32, len(a))

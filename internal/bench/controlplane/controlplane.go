@@ -311,14 +311,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Steady = r.steady(ctx)
 	r.progress("steady: managers %.2f cores, %.0f MB", res.Steady.ManagerCores, res.Steady.RSSMB)
 	for _, kind := range []string{SiteAdded, PrefixChanged, NetworkAdded, GatewayRemoved} {
-		if err := r.profile("bench-" + strings.ReplaceAll(kind, " ", "-")); err != nil {
-			return nil, err
-		}
 		var pre float64
 		if !cfg.CollectInWindow {
 			gc0 := selfGCCPU()
 			runtime.GC()
 			pre = selfGCCPU() - gc0
+		}
+		if err := r.profile("bench-" + strings.ReplaceAll(kind, " ", "-")); err != nil {
+			return nil, err
 		}
 		c, err := r.change(ctx, kind)
 		if err != nil {
