@@ -16,8 +16,10 @@ type ReportBatcher struct {
 	linger time.Duration
 
 	mu      sync.Mutex
-	next    *reportBatch // the batch reports join; nil: none waiting
-	writing bool         // a writer runs
+	next    *reportBatch  // the batch reports join; nil: none waiting
+	writing bool          // a writer runs
+	closed  bool          // Close was called: no more reports
+	idle    chan struct{} // closed when the writer stops, once Close waits for it
 }
 
 // reportBatch is reports written together; done is closed once they are,
@@ -48,6 +50,10 @@ func NewReportBatcher(write func([]Report) error, linger time.Duration) *ReportB
 // (with its error), or when ctx ends (r may then still be written).
 func (b *ReportBatcher) Put(ctx context.Context, r Report) error {
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("storing the report of %s: %w", r.Gateway, ErrClosed)
+	}
 	if b.next == nil {
 		b.next = &reportBatch{done: make(chan struct{})}
 	}
@@ -95,8 +101,34 @@ func (b *ReportBatcher) take() *reportBatch {
 	b.next = nil
 	if batch == nil {
 		b.writing = false
+		if b.idle != nil {
+			close(b.idle)
+			b.idle = nil
+		}
 	}
 	return batch
+}
+
+// Close refuses further reports (ErrClosed) and returns once the writer
+// has written the batches put before and stopped: a store closes its
+// database after it, so that no write is still under way when the
+// store's files go.
+func (b *ReportBatcher) Close() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.closed = true
+	if !b.writing {
+		b.mu.Unlock()
+		return
+	}
+	if b.idle == nil {
+		b.idle = make(chan struct{})
+	}
+	idle := b.idle
+	b.mu.Unlock()
+	<-idle
 }
 
 // Latest returns reports less those a later report of the same gateway

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -109,4 +110,41 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestReportBatcherClose: Close returns only once the batch being written
+// is written; reports put after it are refused with ErrClosed.
+func TestReportBatcherClose(t *testing.T) {
+	release := make(chan struct{})
+	var written atomic.Int64
+	b := NewReportBatcher(func(rs []Report) error {
+		<-release
+		written.Add(int64(len(rs)))
+		return nil
+	}, 0)
+	put := make(chan error, 1)
+	go func() { put <- b.Put(context.Background(), Report{Gateway: "gw-a"}) }()
+	waitFor(t, "the writer started", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.writing && b.next == nil
+	})
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a batch was being written")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if err := <-put; err != nil || written.Load() != 1 {
+		t.Fatalf("the report put before Close: %v, %d written; want it written", err, written.Load())
+	}
+	if err := b.Put(context.Background(), Report{Gateway: "gw-b"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close = %v, want ErrClosed", err)
+	}
+	b.Close() // again: returns at once
+	var none *ReportBatcher
+	none.Close()
 }

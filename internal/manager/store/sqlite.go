@@ -333,6 +333,9 @@ func (s *SQLite) Close() error {
 	if s == nil {
 		return nil
 	}
+	// The reports' writer first, without s.mu (its writes may take it):
+	// no write is under way once the database is closed.
+	s.reports.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -163,6 +163,9 @@ func numberKey(dir string, n int64) string { return fmt.Sprintf("%s%020d", dir, 
 // Close closes the connection; Watch calls waiting return store.ErrClosed.
 // It is safe to call more than once.
 func (s *Store) Close() error {
+	// The reports' writer first, without s.mu (its errors take it): no
+	// write is under way once the client is closed.
+	s.reports.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
