@@ -101,19 +101,8 @@ func TestRunExitsWhenLinkDeleted(t *testing.T) {
 	}
 	done := started(t, context.Background())
 
-	wg, err := wgctrl.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wg.Close()
-	priv, err := wgtypes.GeneratePrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := 51999
-	if err := wg.ConfigureDevice(ifname, wgtypes.Config{PrivateKey: &priv, ListenPort: &port}); err != nil {
-		t.Fatal(err)
-	}
+	const port = 51999
+	wg, priv := configure(t, port)
 	d, err := wg.Device(ifname)
 	if err != nil {
 		t.Fatal(err)
@@ -226,19 +215,7 @@ func TestRunRetriesUpWhenPortBusy(t *testing.T) {
 		cancel()
 		waitDone(t, done)
 	}()
-	wg, err := wgctrl.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wg.Close()
-	priv, err := wgtypes.GeneratePrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := port
-	if err := wg.ConfigureDevice(ifname, wgtypes.Config{PrivateKey: &priv, ListenPort: &p}); err != nil {
-		t.Fatal(err)
-	}
+	wg, _ := configure(t, port)
 	link, err := netlink.LinkByName(ifname)
 	if err != nil {
 		t.Fatal(err)
@@ -267,4 +244,24 @@ func TestRunRetriesUpWhenPortBusy(t *testing.T) {
 	}); err != nil {
 		t.Errorf("after the port was freed the device did not come up on it: %v", err)
 	}
+}
+
+// configure gives the device under test a new private key and listen
+// port port through the UAPI socket, and returns the client (closed when
+// the test ends) and the key.
+func configure(t *testing.T, port int) (*wgctrl.Client, wgtypes.Key) {
+	t.Helper()
+	wg, err := wgctrl.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wg.Close() })
+	priv, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wg.ConfigureDevice(ifname, wgtypes.Config{PrivateKey: &priv, ListenPort: &port}); err != nil {
+		t.Fatal(err)
+	}
+	return wg, priv
 }
