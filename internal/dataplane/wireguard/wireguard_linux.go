@@ -331,27 +331,45 @@ func (d *Driver) Settle(ctx context.Context, t plan.Tunnel, peers []plan.Peer, d
 	// side initiating the link would wait for traffic. So send it again
 	// while no handshake with the peer is seen.
 	name := t.Name
-	go func() {
-		for _, wait := range kickRepeats {
-			time.Sleep(wait)
-			dev, err := d.wgDevice(context.Background(), name)
-			if err != nil {
-				return
-			}
-			for _, p := range dev.Peers {
-				if addrs, ok := kicks[p.PublicKey]; ok && p.LastHandshakeTime.Unix() <= 0 {
-					for _, a := range addrs {
-						d.handshakeDatagram("", a)
-					}
-				}
-			}
+	peersNow := func() ([]wgtypes.Peer, error) {
+		dev, err := d.wgDevice(context.Background(), name)
+		if err != nil {
+			return nil, err
 		}
-	}()
+		return dev.Peers, nil
+	}
+	go kickAgain(kicks, kickRepeats, peersNow, func(a netip.Addr) { d.handshakeDatagram("", a) })
 }
 
 // kickRepeats are the pauses between the handshake datagrams Settle sends
 // again while a new peer has no handshake.
 var kickRepeats = []time.Duration{200 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second}
+
+// kickAgain sends, after each pause of waits, the handshake datagram to
+// the addresses kicks holds of each peer that peers says has had no
+// handshake yet; it stops when every such peer has had one, or when the
+// device cannot be read.
+func kickAgain(kicks map[wgtypes.Key][]netip.Addr, waits []time.Duration, peers func() ([]wgtypes.Peer, error), send func(netip.Addr)) {
+	for _, wait := range waits {
+		time.Sleep(wait)
+		ps, err := peers()
+		if err != nil {
+			return
+		}
+		waiting := false
+		for _, p := range ps {
+			if addrs, ok := kicks[p.PublicKey]; ok && p.LastHandshakeTime.Unix() <= 0 {
+				waiting = true
+				for _, a := range addrs {
+					send(a)
+				}
+			}
+		}
+		if !waiting {
+			return
+		}
+	}
+}
 
 // handshakeDatagram sends the handshake datagram to a peer's transit address.
 func (d *Driver) handshakeDatagram(gateway string, a netip.Addr) {
