@@ -170,7 +170,7 @@ func (*Driver) Check(t plan.Tunnel, peers []plan.Peer) []error {
 		ip := p.IPsec
 		switch {
 		case ip == nil:
-			errs = append(errs, fmt.Errorf("peer %s: backend ipsec without its ipsec block (the manager plans one for every IPsec link)", p.Gateway))
+			errs = append(errs, fmt.Errorf("peer %s: backend ipsec without its ipsec block: this plan was not made by fednet plan or the manager, which give every IPsec peer one; make it again with them", p.Gateway))
 		case ip.LocalID == "" || ip.RemoteID == "":
 			errs = append(errs, fmt.Errorf("peer %s: ipsec.localID and ipsec.remoteID are required (the IKE identities)", p.Gateway))
 		case len(ip.IKE) == 0 || len(ip.ESP) == 0:
