@@ -1,10 +1,12 @@
 package plandelta
 
 import (
+	"cmp"
 	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -100,19 +102,29 @@ func diffPart(a, b reflect.Value) (*Patch, bool) {
 // applyPatchTo applies p to *dst, a copy of the base entry (the base is
 // not changed: lists p edits are copied, not written into); pc keeps what
 // applying p again needs (a patch repeated over a thousand sites is
-// decoded once). Patching in place, not a copy boxed into an interface
-// and out again, saves three copies of the entry per entry patched. On
-// an error *dst is partly patched: the caller drops it.
+// checked and decoded once). Patching in place, not a copy boxed into an
+// interface and out again, saves three copies of the entry per entry
+// patched. On an error *dst is partly patched: the caller drops it.
 func applyPatchTo[T any](dst *T, p *Patch, pc patchCache) error {
-	return pc.patchStruct(reflect.ValueOf(dst).Elem(), p)
+	v := reflect.ValueOf(dst).Elem()
+	c, ok := pc[p]
+	if !ok {
+		var err error
+		if c, err = compilePatch(v.Type(), p); err != nil {
+			return err
+		}
+		pc[p] = c
+	}
+	return c.apply(v)
 }
 
-// patchCache holds the patches applied so far, checked and with their
-// values decoded.
+// patchCache holds the patches applied so far, compiled.
 type patchCache map[*Patch]*compiledPatch
 
-// compiledPatch is a Patch of a struct type, its fields found and the
-// values it sets decoded.
+// compiledPatch is a Patch of a struct type checked against it: its
+// fields found, the values it sets decoded, the patches of its fields
+// compiled in turn. Applying it looks nothing up: a patch repeated over
+// a thousand sites is compiled once and applied a thousand times.
 type compiledPatch struct {
 	set  []setField
 	edit []editField
@@ -131,17 +143,25 @@ type setField struct {
 	name  string
 }
 
+// editField is a field changed in part: a struct (sub), or a list of
+// structs whose entries elems patch.
 type editField struct {
 	index int
 	name  string
-	sub   *Patch
+	sub   *compiledPatch
+	list  bool
+	elems []elemPatch
 }
 
-// compile checks p against struct type t and decodes what it sets.
-func (pc patchCache) compile(t reflect.Type, p *Patch) (*compiledPatch, error) {
-	if c, ok := pc[p]; ok {
-		return c, nil
-	}
+// elemPatch patches the entry of a list at index.
+type elemPatch struct {
+	index int
+	patch *compiledPatch
+}
+
+// compilePatch checks p against struct type t, decodes what it sets and
+// compiles the patches of its fields.
+func compilePatch(t reflect.Type, p *Patch) (*compiledPatch, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: an empty patch", ErrMismatch)
 	}
@@ -173,18 +193,46 @@ func (pc patchCache) compile(t reflect.Type, p *Patch) (*compiledPatch, error) {
 		if _, set := p.Set[name]; set {
 			return nil, fmt.Errorf("%w: field %q both set and edited", ErrMismatch, name)
 		}
-		c.edit = append(c.edit, editField{index: i, name: name, sub: sub})
+		f, err := compileEdit(t.Field(i).Type, sub)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		f.index, f.name = i, name
+		c.edit = append(c.edit, f)
 	}
-	pc[p] = c
 	return c, nil
 }
 
-// patchStruct applies p to the addressable struct v.
-func (pc patchCache) patchStruct(v reflect.Value, p *Patch) error {
-	c, err := pc.compile(v.Type(), p)
-	if err != nil {
-		return err
+// compileEdit compiles p, the patch of a field of type t changed in part:
+// a struct, or a list of structs patched by entry.
+func compileEdit(t reflect.Type, p *Patch) (editField, error) {
+	switch {
+	case t.Kind() == reflect.Struct && !marshals(t):
+		sub, err := compilePatch(t, p)
+		return editField{sub: sub}, err
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct && !marshals(t.Elem()) && !marshals(t):
+		if p == nil || len(p.Set) > 0 || len(p.Edit) > 0 {
+			return editField{}, fmt.Errorf("%w: a patch of fields for a list", ErrMismatch)
+		}
+		f := editField{list: true}
+		for i, sub := range p.Elems {
+			if i < 0 {
+				return editField{}, fmt.Errorf("%w: patching entry %d of a list", ErrMismatch, i)
+			}
+			c, err := compilePatch(t.Elem(), sub)
+			if err != nil {
+				return editField{}, fmt.Errorf("entry %d: %w", i, err)
+			}
+			f.elems = append(f.elems, elemPatch{index: i, patch: c})
+		}
+		slices.SortFunc(f.elems, func(a, b elemPatch) int { return cmp.Compare(a.index, b.index) })
+		return f, nil
 	}
+	return editField{}, fmt.Errorf("%w: a %s cannot be patched in part", ErrMismatch, t)
+}
+
+// apply patches the addressable struct v.
+func (c *compiledPatch) apply(v reflect.Value) error {
 	for _, f := range c.set {
 		if f.reuse {
 			v.Field(f.index).Set(f.value)
@@ -197,10 +245,35 @@ func (pc patchCache) patchStruct(v reflect.Value, p *Patch) error {
 		v.Field(f.index).Set(nv.Elem())
 	}
 	for _, f := range c.edit {
-		if err := pc.patchPart(v.Field(f.index), f.sub); err != nil {
+		fv := v.Field(f.index)
+		var err error
+		if f.list {
+			err = f.applyList(fv)
+		} else {
+			err = f.sub.apply(fv)
+		}
+		if err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
+	return nil
+}
+
+// applyList patches the entries of the addressable list v: a copy of it
+// (the base's list is shared with the base), set in its place.
+func (f editField) applyList(v reflect.Value) error {
+	n := v.Len()
+	if len(f.elems) > 0 && f.elems[len(f.elems)-1].index >= n {
+		return fmt.Errorf("%w: patching entry %d of a list of %d", ErrMismatch, f.elems[len(f.elems)-1].index, n)
+	}
+	out := reflect.MakeSlice(v.Type(), n, n)
+	reflect.Copy(out, v)
+	for _, e := range f.elems {
+		if err := e.patch.apply(out.Index(e.index)); err != nil {
+			return fmt.Errorf("entry %d: %w", e.index, err)
+		}
+	}
+	v.Set(out)
 	return nil
 }
 
@@ -225,32 +298,6 @@ func copyable(t reflect.Type) bool {
 // scalar reports whether t is a number, a bool or a string.
 func scalar(t reflect.Type) bool {
 	return t.Kind() != reflect.Map && t.Kind() != reflect.Slice && copyable(t)
-}
-
-// patchPart applies p to the addressable field v (a struct or a list of
-// structs, as diffPart made it).
-func (pc patchCache) patchPart(v reflect.Value, p *Patch) error {
-	switch {
-	case v.Kind() == reflect.Struct && !marshals(v.Type()):
-		return pc.patchStruct(v, p)
-	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct && !marshals(v.Type().Elem()) && !marshals(v.Type()):
-		if p == nil || len(p.Set) > 0 || len(p.Edit) > 0 {
-			return fmt.Errorf("%w: a patch of fields for a list", ErrMismatch)
-		}
-		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
-		reflect.Copy(out, v)
-		for i, sub := range p.Elems {
-			if i < 0 || i >= out.Len() {
-				return fmt.Errorf("%w: patching entry %d of a list of %d", ErrMismatch, i, out.Len())
-			}
-			if err := pc.patchStruct(out.Index(i), sub); err != nil {
-				return fmt.Errorf("entry %d: %w", i, err)
-			}
-		}
-		v.Set(out)
-		return nil
-	}
-	return fmt.Errorf("%w: a %s cannot be patched in part", ErrMismatch, v.Type())
 }
 
 var (

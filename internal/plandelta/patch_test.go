@@ -201,6 +201,12 @@ func TestPatchMismatch(t *testing.T) {
 		"an entry past the list": func(op *plandelta.Edit[spec.Site]) {
 			op.Patch = []*plandelta.Patch{{Edit: map[string]*plandelta.Patch{"gateways": {Elems: map[int]*plandelta.Patch{3: {}}}}}}
 		},
+		"an entry before the list": func(op *plandelta.Edit[spec.Site]) {
+			op.Patch = []*plandelta.Patch{{Edit: map[string]*plandelta.Patch{"gateways": {Elems: map[int]*plandelta.Patch{-1: {}}}}}}
+		},
+		"fields of a list": func(op *plandelta.Edit[spec.Site]) {
+			op.Patch = []*plandelta.Patch{{Edit: map[string]*plandelta.Patch{"gateways": {Set: map[string]json.RawMessage{"name": []byte(`"x"`)}}}}}
+		},
 		"past the base's sites": func(op *plandelta.Edit[spec.Site]) {
 			op.From, op.Count, op.Patch = 9, 1, []*plandelta.Patch{{}}
 		},
