@@ -87,3 +87,21 @@ func BenchmarkSiteCanonWritten(b *testing.B) {
 		buf = appendSiteCanon(buf[:0], &s)
 	}
 }
+
+// BenchmarkSiteHashesOfPorts: the sites of a Local of 1000 that a bridged
+// network added gave one bridge-port map, hashed as an agent checks them.
+func BenchmarkSiteHashesOfPorts(b *testing.B) {
+	ports := map[string]string{"lan": "eth1", "bnet": "eth2"}
+	sites := make([]spec.Site, 1000)
+	for i := range sites {
+		sites[i] = spec.Site{Name: fmt.Sprintf("s%04d", i), Provider: "onprem", Prefixes: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)},
+			Gateways: []spec.Gateway{{Name: fmt.Sprintf("g%04d", i), Endpoint: fmt.Sprintf("100.64.%d.%d:51820", i>>8, i&255), PublicKey: "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg=",
+				TransitAddress: netip.AddrFrom4([4]byte{100, 96, byte(i >> 8), byte(i)}), LANAddress: netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 254}), BridgePorts: ports}}}
+	}
+	for b.Loop() {
+		hash := siteHasher(3)
+		for i := range sites {
+			hash(&sites[i])
+		}
+	}
+}
