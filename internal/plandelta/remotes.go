@@ -40,9 +40,11 @@ type RemotesEdit struct {
 // PeerTransits returns the transit addresses of peers, sorted, each
 // once: the allowed IPs of a single address inside transit. peers is
 // called with a function that takes each peer in turn (a plan's list, or
-// the chunks a manager holds it in).
-func PeerTransits(transit netip.Prefix, peers func(yield func(plan.Peer) bool)) []netip.Addr {
-	var out []netip.Addr
+// the chunks a manager holds it in); n is how many there are, the room
+// made for their addresses at once (growing the list as it fills was
+// most of the cost, a manager finding these for a thousand plans).
+func PeerTransits(transit netip.Prefix, peers func(yield func(plan.Peer) bool), n int) []netip.Addr {
+	out := make([]netip.Addr, 0, n)
 	for p := range peers {
 		for _, a := range p.AllowedIPs {
 			if a.IsSingleIP() && transit.Contains(a.Addr()) {
@@ -153,7 +155,7 @@ func editRemotes(base, head plan.Gateway, edits []RemotesEdit) (plan.Gateway, er
 		switch {
 		case e.Peers:
 			if transits == nil {
-				transits = PeerTransits(head.Firewall.Transit, slices.Values(head.Peers))
+				transits = PeerTransits(head.Firewall.Transit, slices.Values(head.Peers), len(head.Peers))
 			}
 			old.Remotes = transits
 		default:
