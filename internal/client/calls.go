@@ -148,11 +148,12 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 	c.mu.Unlock()
 	delta := ok && held.generation == after && !c.noDeltas
 	var out api.PlanResponse
-	// Deltas with sums of version 2 or 3 (plandelta.SumVersion), which
+	// Deltas with sums of version 2 to 4 (plandelta.SumVersion), which
 	// are checked in the size of the delta: "2" first, the value a
-	// manager that predates version 3 reads; a manager that does not know
-	// the header sends sums of version 1.
-	features := http.Header{plandelta.SumHeader: {"2", strconv.Itoa(plandelta.SumVersion)}}
+	// manager that predates version 3 reads; a manager sends those of the
+	// version it stores when named here; one that does not know the
+	// header sends sums of version 1.
+	features := http.Header{plandelta.SumHeader: sumVersions()}
 	if !c.noLocal {
 		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal+","+api.PlanFeaturePatch+","+api.PlanFeatureRemotes+","+api.PlanFeaturePeerRemotes)
 	}
@@ -167,7 +168,7 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 		var digest *plandelta.Digest
 		var g plan.Gateway
 		var err error
-		if v := out.Delta.SumVersion; v == 2 || v == 3 {
+		if plandelta.KnownSumVersion(out.Delta.SumVersion) {
 			if held.digest == nil && plandelta.Keyed(held.plan) {
 				d := plandelta.NewDigest(held.plan) // a plan rebuilt from a delta of version 1
 				held.digest = &d
@@ -348,4 +349,14 @@ func (c *Client) Hosts(ctx context.Context) ([]api.Host, error) {
 	var out []api.Host
 	_, err := c.do(ctx, request{method: http.MethodGet, path: api.PathHosts}, &out)
 	return out, err
+}
+
+// sumVersions are the sum versions a plan watch says it checks: 2 to
+// plandelta.SumVersion.
+func sumVersions() []string {
+	var out []string
+	for v := 2; plandelta.KnownSumVersion(v); v++ {
+		out = append(out, strconv.Itoa(v))
+	}
+	return out
 }

@@ -32,7 +32,7 @@ func TestPlanDeltas(t *testing.T) {
 	}
 	path := gwPath(api.PathPlan, "gw-00")
 
-	sums := map[string]string{plandelta.SumHeader: "2, 3"} // as fednet's client (two values, here in one)
+	sums := map[string]string{plandelta.SumHeader: "2, 3, 4"} // as fednet's client (three values, here in one)
 	r := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred, header: sums})
 	var d api.PlanResponse
 	if r.status != 200 || json.Unmarshal(r.body, &d) != nil || d.Delta == nil || d.Base != first.Generation || d.Generation != now.Generation {
@@ -41,9 +41,9 @@ func TestPlanDeltas(t *testing.T) {
 	if d.Delta.SumVersion != plandelta.SumVersion {
 		t.Errorf("the delta's sum is of version %d, want %d", d.Delta.SumVersion, plandelta.SumVersion)
 	}
-	// An agent that does not check sums of version 3 (none, or version 2
-	// alone: it predates version 3) gets the whole plan.
-	for _, header := range []map[string]string{nil, {plandelta.SumHeader: "2"}} {
+	// An agent that does not check sums of version 4 (none, version 2
+	// alone or 2 and 3: it predates version 3 or 4) gets the whole plan.
+	for _, header := range []map[string]string{nil, {plandelta.SumHeader: "2"}, {plandelta.SumHeader: "2, 3"}} {
 		old := h.do(req{method: "GET", path: path + "?after=" + itoa(first.Generation) + "&delta=true", token: cred, header: header})
 		if old.status != 200 || bytes.Contains(old.body, []byte(`"delta"`)) || !bytes.Contains(old.body, []byte(`"plan"`)) {
 			t.Errorf("a delta for a watch with %s %v: %d %.200s", plandelta.SumHeader, header, old.status, old.body)
@@ -180,7 +180,7 @@ func TestDeltasAheadOnlyForServed(t *testing.T) {
 	if !encoded || !dropped {
 		t.Fatalf("served gateway's delta encoded ahead %v, the other's version before dropped %v", encoded, dropped)
 	}
-	sums := map[string]string{plandelta.SumHeader: "2, 3"}
+	sums := map[string]string{plandelta.SumHeader: sumVersion}
 	for _, gw := range []string{"gw-00", "gw-01"} {
 		r := h.do(req{method: "GET", path: gwPath(api.PathPlan, gw) + "?after=" + itoa(first.Generation) + "&delta=true", token: h.m.AdminToken(), header: sums})
 		var got api.PlanResponse

@@ -29,14 +29,24 @@ import (
 // the Local and the plan's head hashed in a binary form of their JSON
 // (canon.go) rather than their JSON, made in about half the time: a
 // change of every site (a network added over all of them) has each agent
-// hash every site of its Local again. An agent says which versions it
-// checks with the request header SumHeader (fednet's sends 2 and 3); a
-// manager sends deltas with sums of the version it stores, and whole
-// plans to an agent that does not check that version.
-const SumVersion = 3
+// hash every site of its Local again. Version 4 is version 3 with each
+// site hashed in two parts: the site without its gateways' bridge ports,
+// and those ports. A bridged network added to (or dropped from) every
+// site changes the ports of every site and nothing else of them: each
+// agent hashes a thousand small maps, which the sites patched share,
+// rather than a thousand sites (the ports of one site are all that
+// hashing touches). An agent says which versions it checks with the
+// request header SumHeader (fednet's sends 2, 3 and 4); a manager sends
+// deltas with sums of the version it stores, and whole plans to an agent
+// that does not check that version.
+const SumVersion = 4
+
+// KnownSumVersion reports whether sums of version v are checked here
+// through a Digest (versions 2 to SumVersion; version 1 is Sum).
+func KnownSumVersion(v int) bool { return v >= 2 && v <= SumVersion }
 
 // SumHeader is the request header with which a plan watch says which sum
-// versions (2, 3: one a value, or a comma-separated list) it checks
+// versions (2, 3, 4: one a value, or a comma-separated list) it checks
 // deltas against.
 const SumHeader = "Fednet-Plan-Sum"
 
@@ -54,17 +64,17 @@ func Checks(header []string, v int) bool {
 	return false
 }
 
-// Digest is the sum of version 2 or 3 of a plan with what updating it
+// Digest is the sum of version 2, 3 or 4 of a plan with what updating it
 // needs: per long list (peers, routes, flows, remote prefixes) the sum,
 // modulo 2^64, of the 64-bit xxHash of each entry's binary form (that of
 // Sum); Sum is SHA-256 over the version, the plan's head (as JSON in
-// version 2, in its binary form in version 3), each list's length and
+// version 2, in its binary form from version 3), each list's length and
 // digest, and when the plan has a Local, the LocalDigest's Sum. It
 // detects a delta applied to the wrong base or rebuilt wrongly (a chance
 // of 2^-64 per list to miss), not forgery: the manager is authenticated
 // by TLS.
 type Digest struct {
-	// Version is the sum version, 2 or 3.
+	// Version is the sum version, 2, 3 or 4.
 	Version int
 	Lists   [4]uint64
 	Sum     [sha256.Size]byte
@@ -74,16 +84,21 @@ type Digest struct {
 }
 
 // LocalDigest is the digest of a plan's Local: the 64-bit xxHash of each
-// site (its JSON in version 2, its binary form in version 3), in the
-// federation's order, and Sum, SHA-256 over the Local without its sites
-// (in the same form) and those hashes. A LocalDelta changes it by the
-// sites it inserts or patches (the sites it copies keep their hashes), so
-// an agent checks a Local rebuilt from a delta without encoding the whole
-// federation again.
+// site (its JSON in version 2, its binary form in version 3, its binary
+// form without bridge ports in version 4, with Ports the hash of each
+// site's ports), in the federation's order, and Sum, SHA-256 over the
+// Local without its sites (in the same form) and those hashes. A
+// LocalDelta changes it by the sites it inserts or patches (the sites it
+// copies keep their hashes, and in version 4 a site whose patch sets only
+// bridge ports keeps its hash of the rest), so an agent checks a Local
+// rebuilt from a delta without encoding the whole federation again.
 type LocalDigest struct {
 	Version int
 	Sites   []uint64
-	Sum     [sha256.Size]byte
+	// Ports, in version 4, are the hashes of the sites' bridge ports
+	// (appendSitePorts); nil in versions 2 and 3.
+	Ports []uint64
+	Sum   [sha256.Size]byte
 }
 
 // NewLocalDigest returns the digest of l in sums of version SumVersion
@@ -99,35 +114,58 @@ func newLocalDigest(l *plan.Local, v int) *LocalDigest {
 	}
 	ld := &LocalDigest{Version: v}
 	if l.Federation != nil {
-		ld.Sites = make([]uint64, len(l.Federation.Sites))
-		hash := siteHasher(v)
+		n := len(l.Federation.Sites)
+		ld.Sites = make([]uint64, 0, n)
+		if v >= 4 {
+			ld.Ports = make([]uint64, 0, n)
+		}
+		h := newSiteHasher(v)
 		for i := range l.Federation.Sites {
-			ld.Sites[i] = hash(&l.Federation.Sites[i])
+			h.site(ld, &l.Federation.Sites[i])
 		}
 	}
-	ld.Sum = localSum(l, ld.Sites, v)
+	ld.Sum = localSum(l, ld.Sites, ld.Ports, v)
 	return ld
 }
 
-// siteHasher returns the hash of a site in sums of version v, for one
-// goroutine to hash the sites of a Local with: in version 3 the xxHash
-// of a site's binary form (canon.go), written into a buffer of the
-// hasher's own (taking one from canonBuffers for each site of a thousand
-// cost a third as much as writing the site).
-func siteHasher(v int) func(*spec.Site) uint64 {
-	if v == 2 {
-		return siteHash
-	}
-	var b []byte
-	return func(s *spec.Site) uint64 {
-		b = appendSiteCanon(b[:0], s)
-		return xxhash.Sum64(b)
+// A siteHasher hashes the sites of a Local, in sums of one version, into
+// a buffer of its own (taking one from canonBuffers for each site of a
+// thousand cost a third as much as writing the site); one goroutine uses
+// it.
+type siteHasher struct {
+	v   int
+	buf []byte
+}
+
+func newSiteHasher(v int) *siteHasher { return &siteHasher{v: v} }
+
+// site appends the hashes of s to ld's lists: its hash (in version 2 the
+// xxHash of its JSON, in version 3 of its binary form, canon.go; in
+// version 4 of its binary form without bridge ports) and in version 4 the
+// hash of its ports.
+func (h *siteHasher) site(ld *LocalDigest, s *spec.Site) {
+	switch {
+	case h.v == 2:
+		ld.Sites = append(ld.Sites, siteHash(s))
+	case h.v == 3:
+		h.buf = appendSiteCanon(h.buf[:0], s)
+		ld.Sites = append(ld.Sites, xxhash.Sum64(h.buf))
+	default:
+		h.buf = appendSiteRest(h.buf[:0], s)
+		ld.Sites = append(ld.Sites, xxhash.Sum64(h.buf))
+		ld.Ports = append(ld.Ports, h.ports(s))
 	}
 }
 
+// ports returns the hash of s's bridge ports (version 4).
+func (h *siteHasher) ports(s *spec.Site) uint64 {
+	h.buf = appendSitePorts(h.buf[:0], s)
+	return xxhash.Sum64(h.buf)
+}
+
 // canonBuffers are buffers the binary forms hashed are written into: a
-// change hashes a site, a head and a Local's rest per plan, on managers
-// and agents alike.
+// change hashes a head and a Local's rest per plan, on managers and
+// agents alike.
 var canonBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // siteHash is the xxHash of a site's JSON (every field JSON has, as
@@ -158,9 +196,9 @@ var encoders = sync.Pool{New: func() any {
 	return e
 }}
 
-// localSum is LocalDigest.Sum of l with its sites' hashes, in sums of
-// version v.
-func localSum(l *plan.Local, sites []uint64, v int) [sha256.Size]byte {
+// localSum is LocalDigest.Sum of l with its sites' hashes (and in
+// version 4 their ports'), in sums of version v.
+func localSum(l *plan.Local, sites, ports []uint64, v int) [sha256.Size]byte {
 	rest := *l
 	if l.Federation != nil {
 		f := *l.Federation
@@ -173,28 +211,99 @@ func localSum(l *plan.Local, sites []uint64, v int) [sha256.Size]byte {
 	if v == 2 {
 		b = append(append(b, "fednet local sum 2\n"...), encode(rest)...)
 	} else {
-		b = appendCanon(append(b, "fednet local sum 3\n"...), reflect.ValueOf(&rest).Elem())
+		b = appendCanon(fmt.Appendf(b, "fednet local sum %d\n", v), reflect.ValueOf(&rest).Elem())
 	}
 	b = binary.AppendUvarint(b, uint64(len(sites)))
 	for _, h := range sites {
 		b = binary.LittleEndian.AppendUint64(b, h)
 	}
+	if v >= 4 {
+		b = binary.AppendUvarint(b, uint64(len(ports)))
+		for _, h := range ports {
+			b = binary.LittleEndian.AppendUint64(b, h)
+		}
+	}
 	*buf = b
 	return sha256.Sum256(b)
 }
 
-// edited returns the digest of l, which ld's Local became by d: the sites
-// d copies keep their hashes, those it patches or inserts are hashed.
+// edited returns the digest of l, which ld's Local became by d (l's
+// sites are those d.Sites rebuilt): the sites d copies keep their hashes,
+// those it patches or inserts are hashed; in version 4 a site whose patch
+// sets nothing but bridge ports (portsOnly) keeps its hash of the rest,
+// and only its ports are hashed.
 func (ld *LocalDigest) edited(l *plan.Local, d *LocalDelta) (*LocalDigest, error) {
 	var list []spec.Site
 	if l.Federation != nil {
 		list = l.Federation.Sites
 	}
-	sites, err := applyEdits(d.Sites, ld.Sites, list, siteHasher(ld.Version))
-	if err != nil {
+	out := &LocalDigest{Version: ld.Version}
+	n, err := d.Sites.check(len(ld.Sites))
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("sites: %w", err)
+	case ld.Version >= 4 && len(ld.Ports) != len(ld.Sites):
+		return nil, fmt.Errorf("%w: a digest of version %d without the hashes of its sites' ports", ErrMismatch, ld.Version)
+	case n != len(list):
+		return nil, fmt.Errorf("sites: %w: edits of %d entries for a list of %d", ErrMismatch, n, len(list))
 	}
-	return &LocalDigest{Version: ld.Version, Sites: sites, Sum: localSum(l, sites, ld.Version)}, nil
+	if !d.Sites.Nil {
+		out.Sites = make([]uint64, 0, n)
+		if ld.Version >= 4 {
+			out.Ports = make([]uint64, 0, n)
+		}
+	}
+	h := newSiteHasher(ld.Version)
+	var last *Patch // the patch portsOnly was last asked of (a patch repeated is one)
+	var lastOnly bool
+	for _, op := range d.Sites.Ops {
+		out.Sites = append(out.Sites, ld.Sites[op.From:op.From+op.Count]...)
+		if out.Ports != nil {
+			out.Ports = append(out.Ports, ld.Ports[op.From:op.From+op.Count]...)
+		}
+		var p *Patch
+		for i, pi := range op.Patch {
+			if pi != nil {
+				p = pi
+			}
+			s := &list[len(out.Sites)]
+			if out.Ports != nil && p != nil {
+				if p != last {
+					last, lastOnly = p, portsOnly(p)
+				}
+				if lastOnly {
+					out.Sites = append(out.Sites, ld.Sites[op.From+op.Count+i])
+					out.Ports = append(out.Ports, h.ports(s))
+					continue
+				}
+			}
+			h.site(out, s)
+		}
+		for range op.Insert {
+			h.site(out, &list[len(out.Sites)])
+		}
+	}
+	out.Sum = localSum(l, out.Sites, out.Ports, ld.Version)
+	return out, nil
+}
+
+// portsOnly reports whether patch p of a site sets nothing but the bridge
+// ports of some of its gateways: a site it patches keeps all else of its
+// base, and its hash of the rest (version 4).
+func portsOnly(p *Patch) bool {
+	if !siteCanonKnown || len(p.Set) > 0 || len(p.Elems) > 0 || len(p.Edit) != 1 {
+		return false
+	}
+	gws := p.Edit["gateways"]
+	if gws == nil || len(gws.Set) > 0 || len(gws.Edit) > 0 {
+		return false
+	}
+	for _, e := range gws.Elems {
+		if e == nil || len(e.Edit) > 0 || len(e.Elems) > 0 || len(e.Set) != 1 || e.Set["bridgePorts"] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // The lists of a plan, in Digest.Lists.
@@ -211,7 +320,7 @@ func NewDigest(g plan.Gateway) Digest {
 	return NewDigestWithLocal(g, NewLocalDigest(g.Local))
 }
 
-// NewDigestOf is NewDigest in sums of version v (2 or 3): a client
+// NewDigestOf is NewDigest in sums of version v (2, 3 or 4): a client
 // checks the deltas of a manager that sends sums of an older version.
 func NewDigestOf(g plan.Gateway, v int) Digest {
 	d := NewDigestWithLocal(g, newLocalDigest(g.Local, v))
@@ -324,7 +433,7 @@ func digestSum(g plan.Gateway, lens [4]int, lists [4]uint64, local *LocalDigest,
 		b = appendBytes(b, js)
 	} else {
 		h := head(g)
-		b = appendCanon(append(b, "fednet plan sum 3\n"...), reflect.ValueOf(&h).Elem())
+		b = appendCanon(fmt.Appendf(b, "fednet plan sum %d\n", v), reflect.ValueOf(&h).Elem())
 	}
 	for i, n := range lens {
 		b = binary.AppendUvarint(b, uint64(n))
@@ -445,7 +554,7 @@ func editList[T, K any](buf *[]byte, sum uint64, find func(K) (T, bool), set []T
 // version 1 is checked as Apply does, and the digest returned is computed
 // whole.
 func ApplyDigest(base plan.Gateway, bd Digest, d Delta) (plan.Gateway, Digest, error) {
-	if d.SumVersion != 2 && d.SumVersion != 3 {
+	if !KnownSumVersion(d.SumVersion) {
 		g, err := Apply(base, d)
 		if err != nil {
 			return g, Digest{}, err

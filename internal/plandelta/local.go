@@ -330,27 +330,6 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 	return out, nil
 }
 
-// applyEdits rebuilds, from base, the hashes of the entries of list, the
-// list e rebuilt (apply): the entries e copies keep their hashes, those it
-// patches or inserts are hashed.
-func applyEdits[T any](e Edits[T], base []uint64, list []T, hash func(*T) uint64) ([]uint64, error) {
-	n, err := e.check(len(base))
-	if err != nil || e.Nil {
-		return nil, err
-	}
-	if n != len(list) {
-		return nil, fmt.Errorf("%w: edits of %d entries for a list of %d", ErrMismatch, n, len(list))
-	}
-	out := make([]uint64, 0, n)
-	for _, op := range e.Ops {
-		out = append(out, base[op.From:op.From+op.Count]...)
-		for range len(op.Patch) + len(op.Insert) {
-			out = append(out, hash(&list[len(out)]))
-		}
-	}
-	return out, nil
-}
-
 // encode returns x as JSON (the form the sum covers), or a string that
 // equals no encoding when x has none.
 func encode(x any) string {

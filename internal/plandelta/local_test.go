@@ -142,6 +142,14 @@ func TestSumCoversLocal(t *testing.T) {
 		"removed":         func(l *plan.Local) { l.Removed = append(l.Removed, "g002") },
 		"a host":          func(l *plan.Local) { l.Hosts[0].Slot++ },
 		"active":          func(l *plan.Local) { l.Active["s001"] = "g009" },
+		"a bridge port": func(l *plan.Local) {
+			l.Federation.Sites[1].Gateways = []spec.Gateway{l.Federation.Sites[1].Gateways[0]}
+			l.Federation.Sites[1].Gateways[0].BridgePorts = map[string]string{"lan": "eth1"}
+		},
+		"a gateway's endpoint": func(l *plan.Local) {
+			l.Federation.Sites[1].Gateways = []spec.Gateway{l.Federation.Sites[1].Gateways[0]}
+			l.Federation.Sites[1].Gateways[0].Endpoint = "198.51.100.7:51820"
+		},
 	}
 	for name, edit := range edits {
 		c := g
@@ -231,5 +239,62 @@ func TestApplyLocalMismatch(t *testing.T) {
 	other := localPlans(t, federation(t, 9, nil, ""), plan.Inputs{})["g001"]
 	if _, err := plandelta.Apply(other, d); !errors.Is(err, plandelta.ErrMismatch) {
 		t.Errorf("a Local delta on another Local = %v, want ErrMismatch", err)
+	}
+}
+
+// TestDigestOfPortsAndMore: a bridged network added over every site
+// patches only the sites' bridge ports, which sums of version 4 hash
+// apart from the rest of each site (kept from the base's digest). A
+// delta that also changes other fields of some sites (in the same patch
+// as their ports), or whose base differs from the agent's in a field
+// other than the ports, is still checked whole: ApplyDigest rebuilds the
+// new plan with the new plan's digest, or refuses it.
+func TestDigestOfPortsAndMore(t *testing.T) {
+	const n = 30
+	var all []string
+	for i := range n {
+		all = append(all, fmt.Sprintf("s%03d", i))
+	}
+	lan := "  - {name: lan, id: 100, mode: bridged, subnet: 192.168.0.0/24, sites: [" + strings.Join(all, ", ") + "]}\n"
+	from := localPlans(t, federation(t, n, nil, ""), plan.Inputs{})["g001"]
+	cases := map[string]func(f *spec.Federation){
+		"ports alone":                      func(*spec.Federation) {},
+		"a site's region beside its port":  func(f *spec.Federation) { f.Sites[7].Region = "eu" },
+		"an endpoint beside the port":      func(f *spec.Federation) { f.Sites[9].Gateways[0].Endpoint = "198.51.100.9:51820" },
+		"every site's region and its port": func(f *spec.Federation) { setRegions(f) },
+	}
+	for name, edit := range cases {
+		f := federation(t, n, nil, lan)
+		edit(f)
+		want := localPlans(t, f, plan.Inputs{})["g001"]
+		d, ok := plandelta.Diff(from, want, plandelta.Sum(want))
+		if !ok {
+			t.Fatalf("%s: no delta", name)
+		}
+		dg := plandelta.NewDigest(want)
+		d.Sum, d.SumVersion = fmt.Sprintf("%x", dg.Sum), plandelta.SumVersion
+		got, nd, err := plandelta.ApplyDigest(from, plandelta.NewDigest(from), d)
+		if err != nil || js(t, got) != js(t, want) || !nd.Same(dg) || nd.Local.Sum != plandelta.NewLocalDigest(want.Local).Sum {
+			t.Fatalf("%s: ApplyDigest: %v (plan equal: %v, digest equal: %v)", name, err, err == nil && js(t, got) == js(t, want), nd.Same(dg))
+		}
+		// An agent whose base differs in a site's endpoint (not a port),
+		// with the digest of that base: the sites patched keep its hash of
+		// their rest, which is not the manager's.
+		other := from
+		of := *from.Local.Federation
+		of.Sites = append([]spec.Site(nil), of.Sites...)
+		of.Sites[12].Gateways = []spec.Gateway{of.Sites[12].Gateways[0]}
+		of.Sites[12].Gateways[0].Endpoint = "203.0.113.12:51820"
+		other.Local = plan.NewLocal(&of, from.Local.Inputs())
+		if _, _, err := plandelta.ApplyDigest(other, plandelta.NewDigest(other), d); !errors.Is(err, plandelta.ErrMismatch) {
+			t.Errorf("%s: ApplyDigest on a base with another endpoint = %v, want ErrMismatch", name, err)
+		}
+	}
+}
+
+// setRegions gives every site of f a region.
+func setRegions(f *spec.Federation) {
+	for i := range f.Sites {
+		f.Sites[i].Region = "eu"
 	}
 }

@@ -69,7 +69,7 @@ type Delta struct {
 	// (api.PlanFeatureRemotes, api.PlanFeaturePeerRemotes).
 	RemotesEdits []RemotesEdit `json:"remotesEdits,omitempty"`
 	// Sum is the sum of the new plan, in hex: Sum (version 1) when
-	// SumVersion is 0, Digest.Sum of that version when it is 2 or 3.
+	// SumVersion is 0, Digest.Sum of that version when it is 2 or more.
 	Sum        string `json:"sum"`
 	SumVersion int    `json:"sumVersion,omitempty"`
 }
@@ -188,12 +188,12 @@ func Apply(base plan.Gateway, d Delta) (plan.Gateway, error) {
 	if !Keyed(base) {
 		return plan.Gateway{}, fmt.Errorf("%w: the base plan's lists are not sorted by key", ErrMismatch)
 	}
-	if d.SumVersion == 2 || d.SumVersion == 3 {
+	if KnownSumVersion(d.SumVersion) {
 		g, _, err := ApplyDigest(base, NewDigestOf(base, d.SumVersion), d)
 		return g, err
 	}
 	if d.SumVersion != 0 {
-		return plan.Gateway{}, fmt.Errorf("%w: sum version %d is not known here (known: 1, 2, 3)", ErrMismatch, d.SumVersion)
+		return plan.Gateway{}, fmt.Errorf("%w: sum version %d is not known here (known: 1 to %d)", ErrMismatch, d.SumVersion, SumVersion)
 	}
 	g, err := rebuild(base, d)
 	if err != nil {

@@ -199,21 +199,24 @@ func checkDigest(t *testing.T, gw string, from, want plan.Gateway, d plandelta.D
 	if got, err := plandelta.Apply(from, d); err != nil || js(t, got) != js(t, want) {
 		t.Fatalf("%s: Apply of a delta with a sum of version %d: %v", gw, plandelta.SumVersion, err)
 	}
-	// Sums of version 2, as a manager that predates version 3 sends them:
-	// checked from a digest of version 3 (made again) and of version 2.
-	dg2 = plandelta.NewDigestOf(from, 2).Edited(from, want, d, plandelta.NewDigestOf(want, 2).Local)
-	if dg2.Version != 2 || !dg2.Same(plandelta.NewDigestOf(want, 2)) || dg2.Same(dg) {
-		t.Fatalf("%s: the digest of version 2 updated by the delta differs from the new plan's (or is of version 3)", gw)
-	}
-	d.Sum, d.SumVersion = fmt.Sprintf("%x", dg2.Sum), 2
-	for _, base := range []plandelta.Digest{plandelta.NewDigest(from), plandelta.NewDigestOf(from, 2)} {
-		got, nd, err := plandelta.ApplyDigest(from, base, d)
-		if err != nil || js(t, got) != js(t, want) || !nd.Same(dg2) {
-			t.Fatalf("%s: ApplyDigest of a delta with a sum of version 2 from a digest of version %d: %v", gw, base.Version, err)
+	// Sums of the older versions, as a manager that predates the newest
+	// sends them: checked from a digest of the newest version (made
+	// again) and of theirs.
+	for v := 2; v < plandelta.SumVersion; v++ {
+		dgv := plandelta.NewDigestOf(from, v).Edited(from, want, d, plandelta.NewDigestOf(want, v).Local)
+		if dgv.Version != v || !dgv.Same(plandelta.NewDigestOf(want, v)) || dgv.Same(dg) {
+			t.Fatalf("%s: the digest of version %d updated by the delta differs from the new plan's (or is of version %d)", gw, v, plandelta.SumVersion)
 		}
-	}
-	if got, err := plandelta.Apply(from, d); err != nil || js(t, got) != js(t, want) {
-		t.Fatalf("%s: Apply of a delta with a sum of version 2: %v", gw, err)
+		d.Sum, d.SumVersion = fmt.Sprintf("%x", dgv.Sum), v
+		for _, base := range []plandelta.Digest{plandelta.NewDigest(from), plandelta.NewDigestOf(from, v)} {
+			got, nd, err := plandelta.ApplyDigest(from, base, d)
+			if err != nil || js(t, got) != js(t, want) || !nd.Same(dgv) {
+				t.Fatalf("%s: ApplyDigest of a delta with a sum of version %d from a digest of version %d: %v", gw, v, base.Version, err)
+			}
+		}
+		if got, err := plandelta.Apply(from, d); err != nil || js(t, got) != js(t, want) {
+			t.Fatalf("%s: Apply of a delta with a sum of version %d: %v", gw, v, err)
+		}
 	}
 }
 

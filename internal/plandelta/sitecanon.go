@@ -63,7 +63,38 @@ func canonName(s string) []byte { return appendString(nil, s) }
 
 // appendSiteCanon appends the binary form of s: appendCanon's.
 func appendSiteCanon(b []byte, s *spec.Site) []byte {
+	return appendSiteForm(b, s, true)
+}
+
+// appendSiteRest appends the binary form of s with no bridge ports on its
+// gateways (as if each had none), which sums of version 4 hash apart from
+// the ports (appendSitePorts).
+func appendSiteRest(b []byte, s *spec.Site) []byte {
+	return appendSiteForm(b, s, false)
+}
+
+// appendSitePorts appends the bridge ports of s's gateways: their number,
+// then each gateway's map (sorted by key) or null.
+func appendSitePorts(b []byte, s *spec.Site) []byte {
+	b = binary.AppendUvarint(append(b, tagList), uint64(len(s.Gateways)))
+	for i := range s.Gateways {
+		b = appendStringMap(b, s.Gateways[i].BridgePorts)
+	}
+	return b
+}
+
+// appendSiteForm appends the binary form of s, with its gateways' bridge
+// ports when ports is set.
+func appendSiteForm(b []byte, s *spec.Site, ports bool) []byte {
 	if !siteCanonKnown {
+		if !ports {
+			c := *s
+			c.Gateways = slices.Clone(s.Gateways)
+			for i := range c.Gateways {
+				c.Gateways[i].BridgePorts = nil // omitempty: as if it had none
+			}
+			s = &c
+		}
 		return appendCanon(b, reflect.ValueOf(s).Elem())
 	}
 	b = append(b, tagObject)
@@ -85,7 +116,7 @@ func appendSiteCanon(b []byte, s *spec.Site) []byte {
 	} else {
 		b = binary.AppendUvarint(append(b, tagList), uint64(len(s.Gateways)))
 		for i := range s.Gateways {
-			b = appendGatewayCanon(b, &s.Gateways[i])
+			b = appendGatewayCanon(b, &s.Gateways[i], ports)
 		}
 	}
 	b = appendNetip(append(b, nameVirtual...), 0, s.VirtualAddress)
@@ -101,8 +132,9 @@ func appendSiteCanon(b []byte, s *spec.Site) []byte {
 	return append(b, tagEnd)
 }
 
-// appendGatewayCanon appends the binary form of a site's gateway.
-func appendGatewayCanon(b []byte, g *spec.Gateway) []byte {
+// appendGatewayCanon appends the binary form of a site's gateway, with
+// its bridge ports when ports is set.
+func appendGatewayCanon(b []byte, g *spec.Gateway, ports bool) []byte {
 	b = append(b, tagObject)
 	b = appendCanonString(append(b, nameName...), g.Name)
 	if g.Endpoint != "" {
@@ -116,7 +148,7 @@ func appendGatewayCanon(b []byte, g *spec.Gateway) []byte {
 	}
 	b = appendNetip(append(b, nameTransit...), 0, g.TransitAddress)
 	b = appendNetip(append(b, nameLAN...), 0, g.LANAddress)
-	if len(g.BridgePorts) > 0 {
+	if ports && len(g.BridgePorts) > 0 {
 		b = appendStringMap(append(b, nameBridgePorts...), g.BridgePorts)
 	}
 	if len(g.PublicAllow) > 0 {
