@@ -135,6 +135,13 @@ func newLocalDigest(l *plan.Local, v int) *LocalDigest {
 type siteHasher struct {
 	v   int
 	buf []byte
+	// lastPorts and lastPortsHash remember the bridge ports of the last
+	// site of one gateway hashed (version 4): a network added over every
+	// site gives each gateway the same ports, one map that the sites
+	// patched share, hashed once. The map is held, so that no other map
+	// takes its address while it is remembered.
+	lastPorts     map[string]string
+	lastPortsHash uint64
 }
 
 func newSiteHasher(v int) *siteHasher { return &siteHasher{v: v} }
@@ -159,8 +166,16 @@ func (h *siteHasher) site(ld *LocalDigest, s *spec.Site) {
 
 // ports returns the hash of s's bridge ports (version 4).
 func (h *siteHasher) ports(s *spec.Site) uint64 {
+	shared := len(s.Gateways) == 1 && s.Gateways[0].BridgePorts != nil
+	if shared && h.lastPorts != nil && reflect.ValueOf(s.Gateways[0].BridgePorts).UnsafePointer() == reflect.ValueOf(h.lastPorts).UnsafePointer() {
+		return h.lastPortsHash
+	}
 	h.buf = appendSitePorts(h.buf[:0], s)
-	return xxhash.Sum64(h.buf)
+	sum := xxhash.Sum64(h.buf)
+	if shared {
+		h.lastPorts, h.lastPortsHash = s.Gateways[0].BridgePorts, sum
+	}
+	return sum
 }
 
 // canonBuffers are buffers the binary forms hashed are written into: a

@@ -105,3 +105,30 @@ func BenchmarkSiteHashesOfPorts(b *testing.B) {
 		}
 	}
 }
+
+// TestSiteHasherRemembersPorts: a siteHasher of version 4 hashes the
+// ports of sites that share one map (hashed once) as it hashes them one
+// by one, and those of a site with other ports, no ports, or two
+// gateways, between them, as their own.
+func TestSiteHasherRemembersPorts(t *testing.T) {
+	shared := map[string]string{"lan": "eth1"}
+	var sites []spec.Site
+	for i, ports := range []map[string]string{shared, shared, {"lan": "eth2"}, shared, nil, {}, shared, {"lan": "eth1"}} {
+		sites = append(sites, spec.Site{Name: fmt.Sprint("s", i), Gateways: []spec.Gateway{{Name: fmt.Sprint("g", i), BridgePorts: ports}}})
+	}
+	sites = append(sites, spec.Site{Name: "two", Gateways: []spec.Gateway{{Name: "a", BridgePorts: shared}, {Name: "b"}}})
+	h, all := newSiteHasher(4), &LocalDigest{}
+	for i := range sites {
+		h.site(all, &sites[i])
+	}
+	for i := range sites {
+		one := &LocalDigest{}
+		newSiteHasher(4).site(one, &sites[i])
+		if all.Ports[i] != one.Ports[0] || all.Sites[i] != one.Sites[0] {
+			t.Errorf("site %d (%s): hashed after the others %x/%x, alone %x/%x", i, encode(sites[i]), all.Sites[i], all.Ports[i], one.Sites[0], one.Ports[0])
+		}
+	}
+	if all.Ports[0] != all.Ports[7] || all.Ports[0] == all.Ports[2] || all.Ports[0] == all.Ports[8] {
+		t.Errorf("ports hashes %x: equal ports should hash alike, others not", all.Ports)
+	}
+}
