@@ -65,6 +65,13 @@ const (
 	// bridged network added), which the delta then edits from the
 	// transit addresses of the new plan's peers (RemotesEdit.peers).
 	PlanFeaturePeerRemotes = "peer-remotes"
+	// PlanFeatureCompact: with PlanFeaturePeerRemotes, the Local's deltas
+	// may count a patch repeated at the end of an edit (plandelta.Edit's
+	// repeat) rather than send a null for each entry, and edit the sites
+	// of a network the base lacks from those of another network of the
+	// base (plandelta.LocalDelta's networkSitesFrom): a bridged network
+	// added over a thousand sites is 0.6 kB of Local delta, not 14 kB.
+	PlanFeatureCompact = "compact"
 )
 
 // Authentication: every call but enrollment and /openapi.yaml carries

@@ -155,7 +155,7 @@ func (c *Client) WatchPlan(ctx context.Context, gateway string, after int64, tim
 	// header sends sums of version 1.
 	features := http.Header{plandelta.SumHeader: sumVersions()}
 	if !c.noLocal {
-		features.Set(api.HeaderPlanFeatures, api.PlanFeatureLocal+","+api.PlanFeaturePatch+","+api.PlanFeatureRemotes+","+api.PlanFeaturePeerRemotes)
+		features.Set(api.HeaderPlanFeatures, strings.Join([]string{api.PlanFeatureLocal, api.PlanFeaturePatch, api.PlanFeatureRemotes, api.PlanFeaturePeerRemotes, api.PlanFeatureCompact}, ","))
 	}
 	changed, err = c.watch(ctx, gatewayPath(api.PathPlan, gateway), after, timeout, delta, features, &out)
 	if !changed || err != nil {

@@ -64,9 +64,11 @@ const gzipAbove = 1 << 10
 // Local) unless the request announces api.PlanFeatureLocal; with it, the
 // Local's deltas patch changed entries by field only when the request
 // also announces api.PlanFeaturePatch, deltas edit the remotes of the
-// head's VXLAN ports when it announces api.PlanFeatureRemotes too, and
-// those of new ports from the peers' transit addresses when it announces
-// api.PlanFeaturePeerRemotes as well.
+// head's VXLAN ports when it announces api.PlanFeatureRemotes too, those
+// of new ports from the peers' transit addresses when it announces
+// api.PlanFeaturePeerRemotes as well, and the Local's deltas are compact
+// (plandelta.DiffLocalCompact) when it also announces
+// api.PlanFeatureCompact.
 type variant int
 
 const (
@@ -75,12 +77,13 @@ const (
 	withPatches             // the Local; its deltas patch changed entries
 	withRemotes             // withPatches, and deltas edit the head's VXLAN remotes
 	withPeerRemotes         // withRemotes, and new ports' remotes from the peers
+	withCompact             // withPeerRemotes, and compact Local deltas
 	variants                // the number of variants
 )
 
 // newest is the variant fednet's agent takes, whose deltas a manager
 // encodes ahead.
-const newest = withPeerRemotes
+const newest = withCompact
 
 // local reports whether v carries the plan's Local.
 func (v variant) local() bool { return v != bare }
@@ -88,12 +91,26 @@ func (v variant) local() bool { return v != bare }
 // patches reports whether v's Local deltas patch changed entries.
 func (v variant) patches() bool { return v >= withPatches }
 
+// compact reports whether v's Local deltas are compact.
+func (v variant) compact() bool { return v >= withCompact }
+
+// localForm is the form of v's Local deltas.
+func (v variant) localForm() localForm {
+	switch {
+	case v.compact():
+		return compactLocal
+	case v.patches():
+		return patchedLocal
+	}
+	return wholeLocal
+}
+
 // variantOf returns the variant r announces it takes of a plan p.
 func variantOf(r *http.Request, p plan.Gateway) variant {
 	if p.Local == nil {
 		return bare
 	}
-	var local, patch, remotes, peerRemotes bool
+	var local, patch, remotes, peerRemotes, compact bool
 	for _, v := range r.Header.Values(api.HeaderPlanFeatures) {
 		for _, f := range strings.Split(v, ",") {
 			switch f = strings.TrimSpace(f); {
@@ -105,10 +122,14 @@ func variantOf(r *http.Request, p plan.Gateway) variant {
 				remotes = true
 			case strings.EqualFold(f, api.PlanFeaturePeerRemotes):
 				peerRemotes = true
+			case strings.EqualFold(f, api.PlanFeatureCompact):
+				compact = true
 			}
 		}
 	}
 	switch {
+	case local && patch && remotes && peerRemotes && compact:
+		return withCompact
 	case local && patch && remotes && peerRemotes:
 		return withPeerRemotes
 	case local && patch && remotes:
@@ -138,13 +159,22 @@ type localVersion struct {
 	deltas map[localBase]*localDelta // nil: none can be made
 }
 
-// localBase names a delta to a Local: the Local it is from, and whether
-// it patches entries (plandelta.DiffLocal) or sends them whole
-// (plandelta.DiffLocalWhole).
+// localBase names a delta to a Local: the Local it is from, and its form.
 type localBase struct {
-	from    *plan.Local
-	patches bool
+	from *plan.Local
+	form localForm
 }
+
+// localForm is the form of a Local delta: entries changed sent whole
+// (plandelta.DiffLocalWhole), patched (plandelta.DiffLocal), or patched
+// and compact (plandelta.DiffLocalCompact).
+type localForm int
+
+const (
+	wholeLocal localForm = iota
+	patchedLocal
+	compactLocal
+)
 
 // localDelta is the delta from one Local to another, with its JSON and
 // that gzipped as one gzip member, encoded once for every plan's answer
@@ -163,19 +193,21 @@ func newLocalVersion(l *plan.Local) (*localVersion, error) {
 	return &localVersion{local: l, json: js, gz: gzipMember(js), sum: sum, digest: plandelta.NewLocalDigest(l)}, nil
 }
 
-// deltaFrom returns the delta from base to lv's Local, patching entries
-// when patches is set, made and encoded at the first call for base and
-// patches; nil when none can be made.
-func (lv *localVersion) deltaFrom(base *plan.Local, patches bool) *localDelta {
+// deltaFrom returns the delta from base to lv's Local in form, made and
+// encoded at the first call for base and form; nil when none can be made.
+func (lv *localVersion) deltaFrom(base *plan.Local, form localForm) *localDelta {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
-	key := localBase{base, patches}
+	key := localBase{base, form}
 	if d, ok := lv.deltas[key]; ok {
 		return d
 	}
 	diff := plandelta.DiffLocalWhole
-	if patches {
+	switch form {
+	case patchedLocal:
 		diff = plandelta.DiffLocal
+	case compactLocal:
+		diff = plandelta.DiffLocalCompact
 	}
 	var out *localDelta
 	if d, ok := diff(base, lv.local); ok {
@@ -256,7 +288,7 @@ func (a *answers) remotesFor(v variant) *plandelta.Delta {
 	switch v {
 	case withRemotes:
 		return a.remotesDelta
-	case withPeerRemotes:
+	case withPeerRemotes, withCompact:
 		return a.peerRemotesDelta
 	}
 	return nil
@@ -360,7 +392,7 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 	if v.local() && !a.localDone[v] {
 		a.localDone[v] = true
 		if a.prevLocal != nil && lv != nil {
-			a.localDeltas[v] = lv.deltaFrom(a.prevLocal, v.patches())
+			a.localDeltas[v] = lv.deltaFrom(a.prevLocal, v.localForm())
 		}
 	}
 	if v.local() && a.localDeltas[v] == nil {

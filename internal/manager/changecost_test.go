@@ -166,6 +166,9 @@ func changeCost(t testing.TB, n int, withAgents, check bool, dir string) {
 				if check && ok && what == "network added" && out.Delta != nil && !out.Delta.FromPeers() {
 					t.Errorf("%s: %s got the new port's remotes in its head, not edited from its peers", what, name)
 				}
+				if l := out.Delta; check && ok && what == "network added" && l != nil && (l.Local == nil || l.Local.NetworkSitesFrom == nil || len(l.Local.Sites.Ops) != 1 || l.Local.Sites.Ops[0].Repeat == 0) {
+					t.Errorf("%s: %s got a Local delta that is not compact (a repeat count, the new network's sites from another's)", what, name)
+				}
 				if out.Delta != nil {
 					g, d, err := plandelta.ApplyDigest(h.plan, h.digest, *out.Delta)
 					if err != nil {

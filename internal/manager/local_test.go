@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -323,4 +324,49 @@ func watchChange(t *testing.T, from, to string) (*harness, string, string, api.P
 	h.putSpec(to)
 	now := planAnswer(t, h.do(req{method: "GET", path: path, token: cred, header: withLocalHeader}))
 	return h, cred, path, first, now
+}
+
+// TestPlanCompactOnlyWhenAnnounced: a bridged network added over every
+// site patches every site's ports and names every site for the new
+// network. A watch that announces compact (with the rest of fednet's
+// features) gets that as a repeat count and a copy of another network's
+// sites, in a smaller answer; one that does not gets a null per site and
+// the sites' names, as before compact deltas existed. Both rebuild the
+// manager's plan; the compact Local delta is shorter by a site's null
+// and name per site.
+func TestPlanCompactOnlyWhenAnnounced(t *testing.T) {
+	const n = 40
+	h, cred, path, first, now := watchChange(t, sitesSpec(n), bridgedSitesSpec(n))
+	query := fmt.Sprintf("?after=%d&delta=true", first.Generation)
+	older := []string{api.PlanFeatureLocal, api.PlanFeaturePatch, api.PlanFeatureRemotes, api.PlanFeaturePeerRemotes}
+	sizes := map[bool]int{}
+	for _, compact := range []bool{false, true} {
+		f := older
+		if compact {
+			f = append(slices.Clone(older), api.PlanFeatureCompact)
+		}
+		header := map[string]string{api.HeaderPlanFeatures: strings.Join(f, ", "), plandelta.SumHeader: sumVersion}
+		a := h.do(req{method: "GET", path: path + query, token: cred, header: header})
+		d := planAnswer(t, a)
+		if d.Delta == nil || d.Delta.Local == nil {
+			t.Fatalf("compact %v: no delta with a Local", compact)
+		}
+		l := d.Delta.Local
+		isCompact := l.NetworkSitesFrom["lan"] == "apps" && len(l.Sites.Ops) == 1 && l.Sites.Ops[0].Repeat == n-1
+		if isCompact != compact || compact == bytes.Contains(a.body, []byte(`null,null`)) {
+			t.Fatalf("announcing compact %v: a compact Local delta %v: %.400s", compact, isCompact, a.body)
+		}
+		got, err := plandelta.Apply(first.Plan, *d.Delta)
+		if err != nil || !bytes.Equal(got.JSON(), now.Plan.JSON()) {
+			t.Fatalf("compact %v: the plan rebuilt from the delta: %v (same plan %v)", compact, err, err == nil && bytes.Equal(got.JSON(), now.Plan.JSON()))
+		}
+		js, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[compact] = len(js)
+	}
+	if sizes[false]-sizes[true] < 8*n {
+		t.Errorf("the compact Local delta is %d bytes, the other %d: want it at least 8 bytes a site shorter (a null and a name)", sizes[true], sizes[false])
+	}
 }

@@ -277,10 +277,8 @@ func (ld *LocalDigest) edited(l *plan.Local, d *LocalDelta) (*LocalDigest, error
 			out.Ports = append(out.Ports, ld.Ports[op.From:op.From+op.Count]...)
 		}
 		var p *Patch
-		for i, pi := range op.Patch {
-			if pi != nil {
-				p = pi
-			}
+		for i := range op.patches() {
+			p = op.patchAt(i, p)
 			s := &list[len(out.Sites)]
 			if out.Ports != nil && p != nil {
 				if p != last {

@@ -32,6 +32,11 @@ type LocalDelta struct {
 	// thousand.
 	Networks     Edits[spec.Network]      `json:"networks"`
 	NetworkSites map[string]Edits[string] `json:"networkSites,omitempty"`
+	// NetworkSitesFrom names, for a network whose NetworkSites edit the
+	// sites of another network of the base than its own (in a compact
+	// delta: a network added over the sites of one the base has is a copy
+	// of that one's thousand names, not the names), that other network.
+	NetworkSitesFrom map[string]string `json:"networkSitesFrom,omitempty"`
 	// Hosts and Removed rebuild the inputs of the same name.
 	Hosts   Edits[plan.LocalHost] `json:"hosts"`
 	Removed Edits[string]         `json:"removed"`
@@ -74,17 +79,28 @@ func SumLocal(l *plan.Local) [sha256.Size]byte {
 // send it only to an agent that announces it applies patches
 // (api.PlanFeaturePatch); see DiffLocalWhole.
 func DiffLocal(old, new *plan.Local) (*LocalDelta, bool) {
-	return diffLocal(old, new, true)
+	return diffLocal(old, new, true, false)
 }
 
 // DiffLocalWhole is DiffLocal without patches: an entry that changed is
 // inserted whole, as agents that do not announce api.PlanFeaturePatch
 // (which ignore Edit.Patch) rebuild the Local.
 func DiffLocalWhole(old, new *plan.Local) (*LocalDelta, bool) {
-	return diffLocal(old, new, false)
+	return diffLocal(old, new, false, false)
 }
 
-func diffLocal(old, new *plan.Local, patches bool) (*LocalDelta, bool) {
+// DiffLocalCompact is DiffLocal in its compact form: a patch repeated at
+// the end of an edit is a count (Edit.Repeat), not one null per entry,
+// and a network the base lacks edits the sites of the base's network
+// nearest to its own (NetworkSitesFrom). Send it only to an agent that
+// announces it reads them (api.PlanFeatureCompact): at 1000 sites, a
+// bridged network added over every site is 14 kB of JSON to decode on
+// every agent, 0.3 ms of its CPU, in the other form, and 0.6 kB in this.
+func DiffLocalCompact(old, new *plan.Local) (*LocalDelta, bool) {
+	return diffLocal(old, new, true, true)
+}
+
+func diffLocal(old, new *plan.Local, patches, compact bool) (*LocalDelta, bool) {
 	if old == nil || new == nil || old.Federation == nil || new.Federation == nil {
 		return nil, false
 	}
@@ -105,6 +121,9 @@ func diffLocal(old, new *plan.Local, patches bool) (*LocalDelta, bool) {
 				d.NetworkSites = map[string]Edits[string]{}
 			}
 			d.NetworkSites[n.Name] = diffEdits(oldSites[n.Name], n.Sites, patches)
+			if _, had := oldSites[n.Name]; compact && !had {
+				d.networkSitesFrom(n, old.Federation.Networks)
+			}
 		}
 	}
 	d.Links = diffEdits(old.Federation.Topology.Links, new.Federation.Topology.Links, patches)
@@ -112,7 +131,33 @@ func diffLocal(old, new *plan.Local, patches bool) (*LocalDelta, bool) {
 	d.Removed = diffEdits(old.Removed, new.Removed, patches)
 	d.PublicKeys, d.PublicKeysGone = diffMap(old.PublicKeys, new.PublicKeys)
 	d.Active, d.ActiveGone = diffMap(old.Active, new.Active)
+	if compact {
+		d.Sites = d.Sites.repeats()
+		d.Networks = d.Networks.repeats()
+		d.Links = d.Links.repeats()
+		d.Hosts = d.Hosts.repeats()
+	}
 	return d, true
+}
+
+// networkSitesFrom edits the sites of n, a network the base lacks, from
+// those of the base's network (of base) whose edit is smallest, when it
+// is smaller than n's sites inserted.
+func (d *LocalDelta) networkSitesFrom(n spec.Network, base []spec.Network) {
+	best, size := "", len(encode(d.NetworkSites[n.Name]))
+	for _, b := range base {
+		e := diffEdits(b.Sites, n.Sites, false)
+		if s := len(encode(e)); s < size {
+			best, size = b.Name, s
+			d.NetworkSites[n.Name] = e
+		}
+	}
+	if best != "" {
+		if d.NetworkSitesFrom == nil {
+			d.NetworkSitesFrom = map[string]string{}
+		}
+		d.NetworkSitesFrom[n.Name] = best
+	}
 }
 
 // applyLocal rebuilds the Local d was made for from base.
@@ -132,10 +177,22 @@ func applyLocal(base *plan.Local, d *LocalDelta) (*plan.Local, error) {
 	if f.Networks, err = d.Networks.apply(withoutSites(base.Federation.Networks)); err != nil {
 		return nil, fmt.Errorf("networks: %w", err)
 	}
+	for name, from := range d.NetworkSitesFrom {
+		if _, ok := d.NetworkSites[name]; !ok {
+			return nil, fmt.Errorf("%w: the sites of network %s edited from network %s, with no edit", ErrMismatch, name, from)
+		}
+		if _, ok := baseSites[from]; !ok {
+			return nil, fmt.Errorf("%w: the sites of network %s edited from network %s, which the base lacks", ErrMismatch, name, from)
+		}
+	}
 	for i, n := range f.Networks {
 		f.Networks[i].Sites = baseSites[n.Name]
 		if e, ok := d.NetworkSites[n.Name]; ok {
-			if f.Networks[i].Sites, err = e.apply(baseSites[n.Name]); err != nil {
+			from := n.Name
+			if src, ok := d.NetworkSitesFrom[n.Name]; ok {
+				from = src
+			}
+			if f.Networks[i].Sites, err = e.apply(baseSites[from]); err != nil {
 				return nil, fmt.Errorf("sites of network %s: %w", n.Name, err)
 			}
 		}
@@ -193,14 +250,55 @@ type Edits[T any] struct {
 }
 
 // Edit copies base[From:From+Count], then appends base[From+Count+i]
-// patched by Patch[i] for each i, then appends Insert. A nil Patch[i]
+// patched by Patch[i] for each i, then the Repeat entries after those
+// patched by the last patch again, then appends Insert. A nil Patch[i]
 // (JSON null) is Patch[i-1] again: a field changed alike in every site
-// is sent, and decoded, once.
+// is sent, and decoded, once; Repeat (in a compact delta,
+// DiffLocalCompact) says so of the entries after them in one number.
 type Edit[T any] struct {
 	From   int      `json:"from,omitempty"`
 	Count  int      `json:"count,omitempty"`
 	Patch  []*Patch `json:"patch,omitempty"`
+	Repeat int      `json:"repeat,omitempty"`
 	Insert []T      `json:"insert,omitempty"`
+}
+
+// patches returns how many entries op patches: those of Patch and those
+// it repeats the last patch on.
+func (op Edit[T]) patches() int { return len(op.Patch) + op.Repeat }
+
+// patchAt returns the patch of the i-th entry op patches, given the one
+// of the entry before (nil for the first): Patch[i], or that one again.
+func (op Edit[T]) patchAt(i int, prev *Patch) *Patch {
+	if i < len(op.Patch) && op.Patch[i] != nil {
+		return op.Patch[i]
+	}
+	return prev
+}
+
+// repeats returns e with each run of a patch and its repeats (nulls) an
+// edit of one patch and a Repeat count.
+func (e Edits[T]) repeats() Edits[T] {
+	var ops []Edit[T]
+	for _, op := range e.Ops {
+		if len(op.Patch) == 0 || op.Patch[0] == nil {
+			ops = append(ops, op)
+			continue
+		}
+		out := Edit[T]{From: op.From, Count: op.Count, Patch: op.Patch[:1:1]}
+		for i, p := range op.Patch[1:] {
+			if p == nil {
+				out.Repeat++
+				continue
+			}
+			ops = append(ops, out)
+			out = Edit[T]{From: op.From + op.Count + 1 + i, Patch: []*Patch{p}}
+		}
+		out.Insert = op.Insert
+		ops = append(ops, out)
+	}
+	e.Ops = ops
+	return e
 }
 
 // diffEdits returns the edits from old to new: each entry of new that
@@ -291,10 +389,13 @@ func (e Edits[T]) check(n int) (int, error) {
 	}
 	total := 0
 	for _, op := range e.Ops {
-		if op.From < 0 || op.Count < 0 || op.From > n || op.Count+len(op.Patch) > n-op.From {
-			return 0, fmt.Errorf("%w: copying entries %d to %d of a base of %d", ErrMismatch, op.From, op.From+op.Count+len(op.Patch), n)
+		if op.Repeat < 0 || op.Repeat > 0 && len(op.Patch) == 0 {
+			return 0, fmt.Errorf("%w: an edit repeats a patch %d times after %d patches", ErrMismatch, op.Repeat, len(op.Patch))
 		}
-		total += op.Count + len(op.Patch) + len(op.Insert)
+		if op.From < 0 || op.Count < 0 || op.From > n || op.Count > n-op.From || op.patches() > n-op.From-op.Count {
+			return 0, fmt.Errorf("%w: copying entries %d to %d of a base of %d", ErrMismatch, op.From, op.From+op.Count+op.patches(), n)
+		}
+		total += op.Count + op.patches() + len(op.Insert)
 	}
 	return total, nil
 }
@@ -306,7 +407,7 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 	if err != nil || e.Nil {
 		return nil, err
 	}
-	if len(e.Ops) == 1 && e.Ops[0].From == 0 && e.Ops[0].Count == len(base) && len(e.Ops[0].Patch)+len(e.Ops[0].Insert) == 0 && base != nil {
+	if len(e.Ops) == 1 && e.Ops[0].From == 0 && e.Ops[0].Count == len(base) && e.Ops[0].patches()+len(e.Ops[0].Insert) == 0 && base != nil {
 		return base, nil
 	}
 	out := make([]T, 0, n)
@@ -314,10 +415,8 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 	for _, op := range e.Ops {
 		out = append(out, base[op.From:op.From+op.Count]...)
 		var p *Patch
-		for i, pi := range op.Patch {
-			if pi != nil {
-				p = pi
-			} else if p == nil {
+		for i := range op.patches() {
+			if p = op.patchAt(i, p); p == nil {
 				return nil, fmt.Errorf("%w: an edit's first patch repeats none", ErrMismatch)
 			}
 			out = append(out, base[op.From+op.Count+i])
