@@ -52,9 +52,9 @@ type agent struct {
 	outageTries int
 	maxTries    int
 	reconnected time.Time
-	// failedAt are the times requests failed (to count those after the
-	// managers were back).
-	failedAt []time.Time
+	// failedAt are the requests that failed, when and why (to count
+	// those after the managers were back, and say why they failed).
+	failedAt []failure
 	// inOutage is set while the watch loop backs off; periodic reports
 	// wait for it to end (the loop reports first when it is back).
 	inOutage bool
@@ -119,7 +119,7 @@ func (a *agent) run(ctx context.Context) {
 			return
 		case err != nil && client.StatusOf(err) == 0:
 			n++
-			a.failed(n)
+			a.failed(n, err)
 			report = true
 			// Full jitter: a uniform wait up to min(max, min·2^n).
 			limit := min(backoffMax, backoffMin<<min(n-1, 10))
@@ -184,7 +184,7 @@ func (a *agent) report(ctx context.Context) {
 		a.reports++
 		if err != nil && client.CodeOf(err) != api.CodeGatewayRemoved {
 			a.reportFails++
-			a.failedAt = append(a.failedAt, time.Now())
+			a.failedAt = append(a.failedAt, failure{time.Now(), "status report: " + err.Error()})
 		}
 		a.mu.Unlock()
 	}
@@ -207,11 +207,11 @@ func (a *agent) status() api.StatusReport {
 }
 
 // failed records the n-th failed try in a row.
-func (a *agent) failed(n int) {
+func (a *agent) failed(n int, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.failures++
-	a.failedAt = append(a.failedAt, time.Now())
+	a.failedAt = append(a.failedAt, failure{time.Now(), err.Error()})
 	if n == 1 {
 		a.outageSince = time.Now()
 	}
@@ -246,4 +246,10 @@ func (a *agent) generation() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.gen
+}
+
+// failure is a request that failed: when, and its error.
+type failure struct {
+	at  time.Time
+	err string
 }

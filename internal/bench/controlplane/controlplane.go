@@ -220,6 +220,9 @@ type Reconnect struct {
 	// that failed after every manager answered again.
 	MaxTries      int `json:"maxTries"`
 	FailedAfterUp int `json:"failedAfterUp"`
+	// FailuresAfterUp say which agent's request failed after every
+	// manager answered again, when and why (the first five).
+	FailuresAfterUp []string `json:"failuresAfterUp,omitempty"`
 	// AdminP50Ms and AdminMaxMs: an operator's GET /v1/spec every 250 ms
 	// while the agents reconnect.
 	AdminP50Ms float64 `json:"adminP50Ms"`
@@ -833,8 +836,11 @@ func (r *run) reconnect(ctx context.Context) (Reconnect, error) {
 		}
 		rc.MaxTries = max(rc.MaxTries, a.maxTries)
 		for _, f := range a.failedAt {
-			if f.After(upAt) {
+			if f.at.After(upAt) {
 				rc.FailedAfterUp++
+				if len(rc.FailuresAfterUp) < 5 {
+					rc.FailuresAfterUp = append(rc.FailuresAfterUp, fmt.Sprintf("%s, %v after the managers answered: %s", a.name, f.at.Sub(upAt).Round(time.Millisecond), f.err))
+				}
 			}
 		}
 		a.mu.Unlock()

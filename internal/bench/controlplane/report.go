@@ -119,6 +119,12 @@ func Markdown(results []*Result) string {
 			"at most %d failed tries in a row per agent (each after its jittered backoff), %d requests failed after the managers answered again; "+
 			"an operator's GET /v1/spec meanwhile: median %.0f ms, max %.0f ms, %d failed.\n\n",
 			rc.DownSeconds, rc.Reconnected, rc.Agents, rc.Seconds, rc.P50Seconds, rc.MaxTries, rc.FailedAfterUp, rc.AdminP50Ms, rc.AdminMaxMs, rc.AdminFails)
+		for _, f := range rc.FailuresAfterUp {
+			fmt.Fprintf(&b, "- failed after the managers answered: %s\n", f)
+		}
+		if len(rc.FailuresAfterUp) > 0 {
+			b.WriteString("\n")
+		}
 		fmt.Fprintf(&b, "Periodic status reports (every agent every 5 s) throughout: %d, %d failed.\n\n", r.StatusReports, r.StatusReportFails)
 	}
 	return b.String()
