@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -115,6 +116,7 @@ func TestCompactMismatch(t *testing.T) {
 		},
 		"a repeat past the sites": func(l *plandelta.LocalDelta) { l.Sites.Ops[0].Repeat = n },
 		"a negative repeat":       func(l *plandelta.LocalDelta) { l.Sites.Ops[0].Repeat = -1 },
+		"the largest repeat":      func(l *plandelta.LocalDelta) { l.Sites.Ops[0].Repeat = math.MaxInt },
 		"sites from no network":   func(l *plandelta.LocalDelta) { l.NetworkSitesFrom = map[string]string{"lan": "nope"} },
 		"sites from, no edit":     func(l *plandelta.LocalDelta) { l.NetworkSitesFrom = map[string]string{"apps": "lan"} },
 	}
