@@ -156,6 +156,8 @@ func (l *Loop) Run(ctx context.Context) error {
 
 	resync := time.NewTicker(l.cfg.Resync)
 	defer resync.Stop()
+	var r retry
+	defer r.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -171,9 +173,59 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.apply(ctx, "resync")
 		case why := <-l.kick:
 			l.apply(ctx, why)
+		case <-r.c:
+			r.c = nil // fired
+			l.apply(ctx, "again after a failed apply")
 		}
+		l.mu.Lock()
+		failed := l.applyErr != nil
+		l.mu.Unlock()
+		r.after(failed, l.cfg.Resync)
 	}
 }
+
+// A failed apply (a driver's transient error: strongSwan's control socket
+// busy, a device still starting) is tried again after applyRetryMin,
+// doubling up to the resync period, rather than at the next resync (30 s
+// by default): the plan's links stay down until it is applied.
+const applyRetryMin = time.Second
+
+// retry times the next try of a failed apply: c fires when it is due (nil
+// when no apply failed).
+type retry struct {
+	t    *time.Timer
+	c    <-chan time.Time
+	wait time.Duration
+}
+
+// after arms the next try when the last apply failed (the wait doubling
+// from applyRetryMin up to limit) and disarms it when it went through.
+func (r *retry) after(failed bool, limit time.Duration) {
+	if !failed {
+		r.stop()
+		r.wait = 0
+		return
+	}
+	if r.c != nil {
+		return // armed already: a failure since does not push it back
+	}
+	r.wait = min(limit, max(applyRetryMin, 2*r.wait))
+	if r.t == nil {
+		r.t = time.NewTimer(r.wait)
+	} else {
+		r.t.Reset(r.wait)
+	}
+	r.c = r.t.C
+}
+
+// stop disarms r.
+func (r *retry) stop() {
+	if r.t != nil {
+		r.t.Stop()
+	}
+	r.c = nil
+}
+
 
 // deliver is the Deliver the source gets.
 func (l *Loop) deliver(u Update) Result {

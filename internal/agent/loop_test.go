@@ -5,10 +5,12 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fednet/fednet/internal/agent"
+	"github.com/fednet/fednet/internal/await"
 	"github.com/fednet/fednet/internal/dataplane"
 	"github.com/fednet/fednet/internal/plan"
 )
@@ -293,5 +295,38 @@ func TestNewLoopAndSourceNeedTheirParts(t *testing.T) {
 	}
 	if _, err := agent.NewFileSource(agent.FileConfig{}); err == nil || !strings.Contains(err.Error(), "Path") {
 		t.Errorf("no path: %v", err)
+	}
+}
+
+// TestLoopRetriesAFailedApply: an apply that fails (a driver's transient
+// error) is tried again within seconds, not at the next resync an hour
+// away, until it goes through; then the loop stops trying.
+func TestLoopRetriesAFailedApply(t *testing.T) {
+	g := testPlan(t)
+	fake := dataplane.NewFake()
+	var failures atomic.Int32
+	fake.SetFault(func(c dataplane.Change) error {
+		if strings.Contains(string(c), "mtu") && failures.Add(1) <= 2 {
+			return errors.New("control socket busy")
+		}
+		return nil
+	})
+	src := newFeed()
+	var l logs
+	loop, _, _ := startLoop(t, agent.LoopConfig{Source: src, Dataplane: fake, Resync: time.Hour, Logf: l.logf})
+	if r := src.send(t, agent.Update{Plan: withMTU(g, 1300), Why: "test plan"}); r.Err == nil {
+		t.Fatal("the first apply did not fail")
+	}
+	// Tried again after 1 s, then 2 s (the wait doubles).
+	await.Until(t, 15*time.Second, func() (bool, string) {
+		return mtu(fake) == 1300 && loop.Status().Err == nil, "waiting for the apply to be tried again until it goes through"
+	})
+	if n := failures.Load(); n < 3 || !l.has("applying plan (again after a failed apply): ") || !l.has("applied plan (again after a failed apply)") {
+		t.Errorf("%d tries of the failing change; the retries not logged", n)
+	}
+	before := failures.Load()
+	time.Sleep(2500 * time.Millisecond) // past the next try, had it been armed
+	if n := failures.Load(); n != before {
+		t.Errorf("the loop went on applying after a clean apply: %d tries, then %d", before, n)
 	}
 }
