@@ -226,7 +226,6 @@ func (r *retry) stop() {
 	r.c = nil
 }
 
-
 // deliver is the Deliver the source gets.
 func (l *Loop) deliver(u Update) Result {
 	d := delivery{u: u, done: make(chan Result, 1)}
