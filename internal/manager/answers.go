@@ -88,18 +88,13 @@ const newest = withCompact
 // local reports whether v carries the plan's Local.
 func (v variant) local() bool { return v != bare }
 
-// patches reports whether v's Local deltas patch changed entries.
-func (v variant) patches() bool { return v >= withPatches }
-
-// compact reports whether v's Local deltas are compact.
-func (v variant) compact() bool { return v >= withCompact }
-
-// localForm is the form of v's Local deltas.
+// localForm is the form of v's Local deltas: compact from withCompact,
+// patched from withPatches, else changed entries whole.
 func (v variant) localForm() localForm {
 	switch {
-	case v.compact():
+	case v >= withCompact:
 		return compactLocal
-	case v.patches():
+	case v >= withPatches:
 		return patchedLocal
 	}
 	return wholeLocal
