@@ -230,6 +230,20 @@ type Reconnect struct {
 	AdminFails int     `json:"adminFails"`
 }
 
+// countFailures counts the requests of agent name that failed after upAt
+// (every manager answered again), and says the first five.
+func (rc *Reconnect) countFailures(name string, failed []failure, upAt time.Time) {
+	for _, f := range failed {
+		if !f.at.After(upAt) {
+			continue
+		}
+		rc.FailedAfterUp++
+		if len(rc.FailuresAfterUp) < 5 {
+			rc.FailuresAfterUp = append(rc.FailuresAfterUp, fmt.Sprintf("%s, %v after the managers answered: %s", name, f.at.Sub(upAt).Round(time.Millisecond), f.err))
+		}
+	}
+}
+
 // deadline bounds each wait of a run for agents to get a plan.
 const deadline = 120 * time.Second
 
@@ -835,14 +849,7 @@ func (r *run) reconnect(ctx context.Context) (Reconnect, error) {
 			times = append(times, a.reconnected.Sub(startAt))
 		}
 		rc.MaxTries = max(rc.MaxTries, a.maxTries)
-		for _, f := range a.failedAt {
-			if f.at.After(upAt) {
-				rc.FailedAfterUp++
-				if len(rc.FailuresAfterUp) < 5 {
-					rc.FailuresAfterUp = append(rc.FailuresAfterUp, fmt.Sprintf("%s, %v after the managers answered: %s", a.name, f.at.Sub(upAt).Round(time.Millisecond), f.err))
-				}
-			}
-		}
+		rc.countFailures(a.name, a.failedAt, upAt)
 		a.mu.Unlock()
 	}
 	rc.Reconnected = len(times)
