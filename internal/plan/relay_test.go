@@ -340,3 +340,50 @@ func flood(bridges map[netip.Addr]plan.Bridge, gateways map[netip.Addr]plan.Gate
 	}
 	return got
 }
+
+// TestMeshOfLooksAtExceptions checks that whether a bridged network's
+// members form a mesh, found from the links the spec disables and those
+// down alone, is what asking every two members finds, over random partial
+// meshes with each gateway down and each link down in turn.
+func TestMeshOfLooksAtExceptions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 2026))
+	iterations := 200
+	if testing.Short() {
+		iterations = 40
+	}
+	var mesh, notMesh int
+	for it := range iterations {
+		f, err := spec.Parse([]byte(randomSpecHA(rng, 2+rng.IntN(7), it%2 == 0)))
+		if err != nil {
+			continue // a network the spec's links cannot carry: rejected
+		}
+		cases := []plan.Inputs{{}}
+		for _, s := range f.Sites {
+			for _, g := range s.Gateways {
+				cases = append(cases, plan.Inputs{}.WithGatewayDown(g.Name))
+			}
+			for _, r := range f.Sites {
+				if s.Name < r.Name && f.LinkEnabled(s.Name, r.Name) {
+					cases = append(cases, plan.Inputs{}.WithLinkDown(s.Name, r.Name))
+				}
+			}
+		}
+		for _, in := range cases {
+			fast, checked := plan.MeshBoth(f, in)
+			if !slices.Equal(fast, checked) {
+				t.Fatalf("iteration %d, down %v %v: mesh by exceptions %v, by every pair %v", it, in.Down, in.LinksDown, fast, checked)
+			}
+			for _, m := range fast {
+				if m {
+					mesh++
+				} else {
+					notMesh++
+				}
+			}
+		}
+	}
+	t.Logf("%d bridged networks a mesh, %d not", mesh, notMesh)
+	if mesh == 0 || notMesh == 0 {
+		t.Error("the generator missed a case")
+	}
+}
