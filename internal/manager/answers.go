@@ -415,17 +415,15 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 			return nil, nil
 		}
 		head := fmt.Appendf(nil, `{"generation":%d,"revision":%d,"base":%d,"delta":`, p.Generation, p.Revision, p.prevGen)
-		tail := fmt.Appendf(nil, `,"rotateKey":%d}`+"\n", rotate)
 		if v == bare {
-			body := append(append(head, js...), tail...)
+			body := fmt.Appendf(append(head, js...), `,"rotateKey":%d}`+"\n", rotate)
 			a.deltaBody[v], a.deltaZ[v] = [][]byte{body}, pieces(gzipped(body))
 		} else {
 			// The delta's JSON ends with its closing brace: the Local's
 			// delta goes before, as a piece of its own.
 			head = append(append(head, js[:len(js)-1]...), `,"local":`...)
-			tail = append([]byte{'}'}, tail...)
-			a.deltaBody[v] = [][]byte{head, a.localDeltas[v].json, tail}
-			a.deltaZ[v] = [][]byte{gzipMember(head), a.localDeltas[v].gz, gzipMember(tail)}
+			a.deltaBody[v] = [][]byte{head, a.localDeltas[v].json, localTail(rotate)}
+			a.deltaZ[v] = [][]byte{gzipMember(head), a.localDeltas[v].gz, localTailMember(rotate)}
 		}
 	}
 	return a.deltaBody[v], a.deltaZ[v]
@@ -469,6 +467,25 @@ func (a *answers) reset(rotate int) {
 		a.deltaBody, a.deltaZ = [variants][][]byte{}, [variants][][]byte{}
 		a.fullBody, a.fullZ, a.headZ, a.tailZ = nil, nil, nil, nil
 	}
+}
+
+// localTail is the end of a delta answer with Local, after the Local's
+// delta: the same for every plan but for rotateKey.
+func localTail(rotate int) []byte {
+	return fmt.Appendf(nil, `},"rotateKey":%d}`+"\n", rotate)
+}
+
+// localTailZero is localTail(0) gzipped, once: the tail of nearly every
+// delta answer with Local (gzipping it took half the gzip work of a
+// change of every plan).
+var localTailZero = sync.OnceValue(func() []byte { return gzipMember(localTail(0)) })
+
+// localTailMember returns localTail(rotate) gzipped.
+func localTailMember(rotate int) []byte {
+	if rotate == 0 {
+		return localTailZero()
+	}
+	return gzipMember(localTail(rotate))
 }
 
 // gzipWriters keeps gzip writers for reuse: each holds about a megabyte of
