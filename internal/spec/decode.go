@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -197,9 +198,29 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
 	return n.Value, true
 }
 
+// fieldTables keeps yamlFields' answer by type: a spec of a thousand
+// sites decodes thousands of structures of a few types.
+var fieldTables sync.Map // reflect.Type → fieldTable
+
+// fieldTable is what yamlFields returns: shared, never changed.
+type fieldTable struct {
+	byName map[string]int
+	names  []string
+}
+
 // yamlFields returns the fields of struct type t by their YAML key, and the
-// keys in declaration order.
+// keys in declaration order. The caller must not change them.
 func yamlFields(t reflect.Type) (map[string]int, []string) {
+	if ft, ok := fieldTables.Load(t); ok {
+		return ft.(fieldTable).byName, ft.(fieldTable).names
+	}
+	byName, names := newYAMLFields(t)
+	fieldTables.Store(t, fieldTable{byName, names})
+	return byName, names
+}
+
+// newYAMLFields computes yamlFields(t).
+func newYAMLFields(t reflect.Type) (map[string]int, []string) {
 	byName := map[string]int{}
 	var names []string
 	for i := range t.NumField() {
@@ -226,7 +247,7 @@ func (d *decoder) structure(n *yaml.Node, path string, v reflect.Value) {
 		d.fail(n, path, "is %s; want a mapping with fields %s", describe(n), strings.Join(names, ", "))
 		return
 	}
-	seen := map[string]int{}
+	seen := make(map[string]int, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.AliasNode && k.Alias != nil {

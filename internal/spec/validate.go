@@ -554,15 +554,30 @@ func (c *checker) portsPresent(n *Network, members []string, sites siteIndex) {
 func (c *checker) bridgePorts() {
 	f := c.f
 	networks := map[string]*Network{}
+	members := map[string]map[string]bool{} // by network, made when a port names it
 	for i := range f.Networks {
 		if _, dup := networks[f.Networks[i].Name]; !dup {
 			networks[f.Networks[i].Name] = &f.Networks[i]
 		}
 	}
+	isMember := func(n *Network, site string) bool {
+		m, ok := members[n.Name]
+		if !ok {
+			m = make(map[string]bool, len(n.Sites))
+			for _, s := range n.Sites {
+				m[s] = true
+			}
+			members[n.Name] = m
+		}
+		return m[site]
+	}
 	for i := range f.Sites {
 		s := &f.Sites[i]
 		for j := range s.Gateways {
 			g := &s.Gateways[j]
+			if len(g.BridgePorts) == 0 {
+				continue
+			}
 			used := map[string]string{} // interface -> network
 			for _, name := range sortedKeys(g.BridgePorts) {
 				port := g.BridgePorts[name]
@@ -575,7 +590,7 @@ func (c *checker) bridgePorts() {
 				case n.Mode != Bridged:
 					c.add(path, "network %s is %s, not bridged: it needs no port; remove this entry", name, n.Mode)
 					continue
-				case !slices.Contains(n.Sites, s.Name):
+				case !isMember(n, s.Name):
 					c.add(path, "site %s is not a member of network %s; remove this entry or add %s to the network's sites", s.Name, name, s.Name)
 					continue
 				}
