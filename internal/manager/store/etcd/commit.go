@@ -134,7 +134,7 @@ func (s *Store) prepare(ctx context.Context, c store.Change) (clientv3.Txn, erro
 		unchanged(keyRevision, modRevision(resp))
 		ops = append(ops,
 			clientv3.OpPut(s.key(keyRevision), strconv.Itoa(r.Number)),
-			clientv3.OpPut(s.key(numberKey(dirRevisions, int64(r.Number))), mustJSON(revisionRecord{Number: r.Number, YAML: r.YAML, Created: nanos(r.Created)})))
+			clientv3.OpPut(s.key(numberKey(dirRevisions, int64(r.Number))), mustJSON(fromRevision(*r))))
 	}
 
 	var log []change
@@ -285,7 +285,7 @@ func (s *Store) currentSpec(sn *snapshot) (*store.Revision, error) {
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
-	revs, err := decodeAll("revision", values(resp), func(r revisionRecord) (store.Revision, error) { return toRevision(r), nil })
+	revs, err := decodeAll("revision", values(resp), toRevision)
 	if err != nil {
 		return nil, err
 	}

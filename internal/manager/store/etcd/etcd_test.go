@@ -2,12 +2,18 @@ package etcd_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fednet/fednet/internal/lab/etcdlab"
 	"github.com/fednet/fednet/internal/lab/etcdlab/etcdtest"
@@ -161,5 +167,63 @@ func TestRelay(t *testing.T) {
 	cancel()
 	if err := <-watched; !errors.Is(err, context.Canceled) {
 		t.Errorf("WatchRelay after its context ended: %v", err)
+	}
+}
+
+// TestRevisionsStoredGzipped: a revision's YAML is stored gzipped (a
+// spec of many sites is mostly repetition), comes back as it went in, and
+// a record stored plain (as before) is read too.
+func TestRevisionsStoredGzipped(t *testing.T) {
+	ctx := context.Background()
+	c := etcdtest.Start(t)
+	stores := twoClients(t, c, "/gz/")
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, "  - {name: s%04d, provider: onprem, prefixes: [10.%d.%d.0/24]}\n", i, 64+i/256, i%256)
+	}
+	yaml := b.String()
+	created := time.Unix(1700000000, 123)
+	if err := stores[0].Commit(ctx, store.Change{Spec: &store.Revision{Number: 1, YAML: yaml, Created: created}, Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/gz/revisions/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the stored revision: %v, %d keys", err, len(resp.Kvs))
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(resp.Kvs[0].Value, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if _, plain := raw["yaml"]; plain || raw["yamlGzip"] == nil || len(resp.Kvs[0].Value) > len(yaml)/4 {
+		t.Fatalf("revision stored as %d bytes for %d of YAML, fields %v; want it gzipped", len(resp.Kvs[0].Value), len(yaml), slices.Sorted(maps.Keys(raw)))
+	}
+	// As stored before revisions were gzipped.
+	old, _ := json.Marshal(map[string]any{"number": 2, "yaml": "name: plain\n", "created": created.UnixNano()})
+	if _, err := cli.Put(ctx, "/gz/revisions/00000000000000000002", string(old)); err != nil {
+		t.Fatal(err)
+	}
+	revs, err := stores[1].Revisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(revs) != 2 || revs[0].YAML != yaml || !revs[0].Created.Equal(created) || revs[1].Number != 2 || revs[1].YAML != "name: plain\n" {
+		t.Fatalf("revisions read back: %d, first %d bytes (want %d), second %+v", len(revs), len(revs[0].YAML), len(yaml), revs[len(revs)-1])
+	}
+	cur, err := stores[1].Spec(ctx)
+	if err != nil || cur.Number != 2 || cur.YAML != "name: plain\n" {
+		t.Fatalf("current spec: %+v, %v", cur, err)
+	}
+	// A damaged gzip is an error naming the revision, not a panic.
+	bad, _ := json.Marshal(map[string]any{"number": 3, "yamlGzip": []byte("not gzip"), "created": created.UnixNano()})
+	if _, err := cli.Put(ctx, "/gz/revisions/00000000000000000003", string(bad)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stores[0].Revisions(ctx); err == nil || !strings.Contains(err.Error(), "revision 3") {
+		t.Fatalf("a damaged revision read as %v; want an error naming revision 3", err)
 	}
 }
