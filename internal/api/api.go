@@ -38,6 +38,17 @@ const (
 	MaxRequestBytes = 1 << 20                   // request bodies above this get 413
 )
 
+// A spec change (PUT PathSpec) sent with the header Prefer: return=minimal
+// (RFC 7240) is answered without the plans' diff, and the answer says
+// Preference-Applied: return=minimal. `fednet apply` sends it with the
+// change, having shown its dry run's diff; a manager that predates it
+// ignores the header, as HTTP has it.
+const (
+	HeaderPrefer            = "Prefer"
+	HeaderPreferenceApplied = "Preference-Applied"
+	PreferMinimal           = "return=minimal"
+)
+
 // Plan features. A plan watch announces in the HeaderPlanFeatures request
 // header (a comma-separated list) the parts of a plan the agent takes
 // beyond those every agent takes; the manager leaves out of its answers

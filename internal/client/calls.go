@@ -48,11 +48,12 @@ func (c *Client) PutSpec(ctx context.Context, yaml string, dryRun bool) (*api.Sp
 // spec moved on meanwhile it stores nothing and returns a *Error with
 // status 412 (api.CodePreconditionFailed) whose Revision is the current
 // revision. A spec equal to the current one is no change (Changed false)
-// whatever base is.
+// whatever base is. The answer has no diff (Prefer: return=minimal): the
+// dry run's is the one to show.
 func (c *Client) PutSpecIf(ctx context.Context, yaml string, base int) (*api.SpecResponse, error) {
 	var out api.SpecResponse
 	r := request{method: http.MethodPut, path: api.PathSpec, body: api.SpecRequest{YAML: yaml},
-		header: http.Header{"If-Match": {strconv.Quote(strconv.Itoa(base))}}}
+		header: http.Header{"If-Match": {strconv.Quote(strconv.Itoa(base))}, api.HeaderPrefer: {api.PreferMinimal}}}
 	if _, err := c.do(ctx, r, &out); err != nil {
 		return nil, err
 	}

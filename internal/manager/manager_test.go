@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math"
 	"net"
 	"net/http"
@@ -263,6 +265,50 @@ func TestSpecRevisionsAndDryRun(t *testing.T) {
 		if got := h.plan(g).Generation; got != before[g] && !slices.Contains(r3.Affected, g) {
 			t.Errorf("%s: generation %d -> %d though its plan did not change", g, before[g], got)
 		}
+	}
+}
+
+// TestSpecAnswerWithoutDiff: a change sent with Prefer: return=minimal
+// (as fednet apply sends it, after its dry run) is stored and answered
+// with its revision and affected gateways but no diff, and the answer
+// says the preference was applied; a dry run with it still has its diff,
+// and a change without it has the diff.
+func TestSpecAnswerWithoutDiff(t *testing.T) {
+	h := newHarness(t)
+	doc := threeSites(t)
+	h.putSpec(doc)
+	put := func(yaml, query, prefer string) (api.SpecResponse, answer) {
+		t.Helper()
+		hdr := map[string]string{}
+		if prefer != "" {
+			hdr["Prefer"] = prefer
+		}
+		a := h.do(req{method: "PUT", path: api.PathSpec + query, token: h.m.AdminToken(), body: api.SpecRequest{YAML: yaml}, header: hdr})
+		var out api.SpecResponse
+		if a.status != 200 || json.Unmarshal(a.body, &out) != nil {
+			t.Fatalf("PUT spec%s (Prefer %q): %d %s", query, prefer, a.status, a.body)
+		}
+		return out, a
+	}
+	mtu := strings.Replace(doc, "underlayMTU: 1500", "underlayMTU: 1400", 1)
+	dry, a := put(mtu, "?dryRun=true", "return=minimal")
+	if !dry.DryRun || !strings.Contains(dry.Diff, "mtu 1340") || a.header.Get("Preference-Applied") != "" {
+		t.Errorf("dry run with Prefer: return=minimal: diff %q, Preference-Applied %q; want the diff, the preference not applied", dry.Diff, a.header.Get("Preference-Applied"))
+	}
+	for i, prefer := range []string{"return=minimal", `respond-async, Return="minimal"; x=1`} {
+		doc := strings.Replace(mtu, "underlayMTU: 1400", fmt.Sprintf("underlayMTU: %d", 1420+i*10), 1)
+		r, a := put(doc, "", prefer)
+		if !r.Changed || r.Revision != 2+i || len(r.Affected) != 3 || r.Diff != "" || a.header.Get("Preference-Applied") != "return=minimal" {
+			t.Errorf("change with Prefer %q: revision %d changed %v affected %v, diff %d bytes, Preference-Applied %q; want it stored, no diff, the preference applied",
+				prefer, r.Revision, r.Changed, r.Affected, len(r.Diff), a.header.Get("Preference-Applied"))
+		}
+	}
+	if p := h.plan("aws-gw"); p.Revision != 3 {
+		t.Errorf("plan after the changes without diff: revision %d, want 3", p.Revision)
+	}
+	r, a := put(mtu, "", "return=representation")
+	if r.Revision != 4 || !strings.Contains(r.Diff, "mtu 1340") || a.header.Get("Preference-Applied") != "" {
+		t.Errorf("change without Prefer: return=minimal: revision %d, diff %q, Preference-Applied %q; want the diff", r.Revision, r.Diff, a.header.Get("Preference-Applied"))
 	}
 }
 

@@ -93,7 +93,10 @@ func noSpec() error {
 // only if that revision is still the current one; otherwise 412 names the
 // current revision, so that a concurrent apply never silently reverts
 // another. A spec equal to the current one is answered 200 unchanged even
-// then: nothing would be reverted.
+// then: nothing would be reverted. A change (not a dry run) sent with
+// Prefer: return=minimal is answered without the plans' diff: `fednet
+// apply` shows its dry run's, and rendering the diff of plans of a
+// thousand peers took CPU the change's propagation needs.
 func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 	began := time.Now()
 	if err := checkQuery(r, "dryRun"); err != nil {
@@ -179,7 +182,12 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 	spans := u.spans
 	spans.read, spans.parse = read, parsed
 	t := time.Now()
-	diff := planDiff(res, base.Number, u.next.rev.Number)
+	var diff string
+	if prefersMinimal(r) && !dry {
+		w.Header().Set(api.HeaderPreferenceApplied, api.PreferMinimal)
+	} else {
+		diff = planDiff(res, base.Number, u.next.rev.Number)
+	}
 	spans.diff = time.Since(t)
 	t = time.Now()
 	err = writeJSON(w, http.StatusOK, api.SpecResponse{
@@ -198,6 +206,22 @@ func (m *Manager) putSpec(w http.ResponseWriter, r *http.Request) error {
 		m.logSpans(u.next.gen, fmt.Sprintf("spec revision %d", u.next.rev.Number), spans)
 	}
 	return err
+}
+
+// prefersMinimal reports whether r's Prefer headers (RFC 7240: a
+// comma-separated list of preferences, each with optional parameters
+// after ";") ask for return=minimal.
+func prefersMinimal(r *http.Request) bool {
+	for _, v := range r.Header.Values(api.HeaderPrefer) {
+		for _, pref := range strings.Split(v, ",") {
+			pref, _, _ = strings.Cut(pref, ";")
+			name, val, _ := strings.Cut(strings.TrimSpace(pref), "=")
+			if strings.EqualFold(strings.TrimSpace(name), "return") && strings.EqualFold(strings.Trim(strings.TrimSpace(val), `"`), "minimal") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // invalidSpec turns a spec.Parse error into a 422 listing every problem;
