@@ -257,6 +257,7 @@ type run struct {
 	agents   []*agent
 	read     atomic.Int64 // bytes the agents read
 	keys     []plan.Key
+	revision int // the spec's current revision, which the next change is based on
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	// profileDir is ProfileEnv's directory; stopProfile ends the profile
@@ -505,9 +506,11 @@ func (r *run) setup(ctx context.Context, res *Result) error {
 	for i := range r.keys {
 		rand.Read(r.keys[i][:])
 	}
-	if _, err := r.admin.PutSpec(ctx, r.spec(n, "", false), false); err != nil {
+	first, err := r.admin.PutSpec(ctx, r.spec(n, "", false), false)
+	if err != nil {
 		return fmt.Errorf("applying the first spec: %w", err)
 	}
+	r.revision = first.Revision
 	r.progress("enrolling %d agents", n)
 	start := time.Now()
 	r.agents = make([]*agent, n)
@@ -688,15 +691,25 @@ func (r *run) change(ctx context.Context, kind string) (Change, error) {
 	mgr0, etcd0 := r.usage()
 	agents0, agentsGC0 := selfCPU(), selfGCCPU()
 	bytes0 := r.read.Load()
+	// A spec is applied as fednet apply applies it after its dry run:
+	// based on the revision the dry run diffed against (If-Match), and
+	// answered without the diff the dry run showed.
+	apply := func(doc string) error {
+		res, err := r.admin.PutSpecIf(ctx, doc, r.revision)
+		if err == nil {
+			r.revision = res.Revision
+		}
+		return err
+	}
 	start := time.Now()
 	var err error
 	switch kind {
 	case SiteAdded:
-		_, err = r.admin.PutSpec(ctx, r.spec(n+1, "", false), false)
+		err = apply(r.spec(n+1, "", false))
 	case PrefixChanged:
-		_, err = r.admin.PutSpec(ctx, r.spec(n+1, "10.200.0.0/24", false), false)
+		err = apply(r.spec(n+1, "10.200.0.0/24", false))
 	case NetworkAdded:
-		_, err = r.admin.PutSpec(ctx, r.spec(n+1, "10.200.0.0/24", true), false)
+		err = apply(r.spec(n+1, "10.200.0.0/24", true))
 	case GatewayRemoved:
 		err = r.admin.RemoveGateway(ctx, r.agents[n-1].name)
 	}
