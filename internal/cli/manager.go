@@ -110,6 +110,9 @@ operator runs. It stops on SIGINT or SIGTERM.`,
 				JoinURLs:  joinURLs,
 				Logf:      logger.Printf,
 				Limits:    limits,
+				// The process is the manager alone: it collects its heap
+				// between changes (docs/manager.md, "Sizing").
+				CollectWhenQuiet: true,
 			})
 			if err != nil {
 				return err

@@ -92,6 +92,13 @@ type Config struct {
 	// Wrap, when set, wraps the API handler that Serve serves (behind TLS
 	// and the limits), e.g. to log or to inject faults in tests.
 	Wrap func(http.Handler) http.Handler
+	// CollectWhenQuiet has the manager collect the process's heap once it
+	// has been quiet for a moment after publishing a change or answering
+	// plans, when the heap grew more than half way to the collector's
+	// goal (quietgc.go), so that collections fall between changes rather
+	// than in them. For a process that is the manager alone: fednet
+	// manager sets it.
+	CollectWhenQuiet bool
 }
 
 // Manager serves the API. Create it with New; its methods are safe for
@@ -194,6 +201,14 @@ func New(cfg Config) (*Manager, error) {
 		m.bg.Go(func() { m.relayThroughStore(ctx, shared) })
 	}
 	m.bg.Go(func() { m.authFail.run(ctx) })
+	if cfg.CollectWhenQuiet {
+		q := newQuietCollector(m.activity)
+		t := time.NewTicker(quietTick)
+		m.bg.Go(func() {
+			defer t.Stop()
+			q.run(ctx, t.C)
+		})
+	}
 	return m, nil
 }
 
