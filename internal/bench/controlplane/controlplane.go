@@ -184,7 +184,12 @@ type Change struct {
 	// collected in about a millisecond on its own CPU. Collected before
 	// each change, the heap does not need collecting within it.
 	AgentPreGCCPUSeconds float64 `json:"agentPreGcCpuSeconds,omitempty"`
-	PeakRSSMB            float64 `json:"peakRssMB"`
+	// SettleSeconds is how long the bench waited, before the change, for
+	// the managers to be at rest (under 0.15 cores over 250 ms, looked at
+	// from 3 s after the change before on, at most 10 s): the collection a
+	// manager makes when quiet after a change falls there.
+	SettleSeconds float64 `json:"settleSeconds,omitempty"`
+	PeakRSSMB     float64 `json:"peakRssMB"`
 }
 
 // Steady is the managers' load while nothing changes: every agent
@@ -329,6 +334,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Steady = r.steady(ctx)
 	r.progress("steady: managers %.2f cores, %.0f MB", res.Steady.ManagerCores, res.Steady.RSSMB)
 	for _, kind := range []string{SiteAdded, PrefixChanged, NetworkAdded, GatewayRemoved} {
+		settled := r.settle(ctx)
 		var pre float64
 		if !cfg.CollectInWindow {
 			gc0 := selfGCCPU()
@@ -343,6 +349,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
 		c.AgentPreGCCPUSeconds = pre
+		c.SettleSeconds = settled.Seconds()
 		r.progress("%s: %d agents, p99 %.0f ms, planning %.0f ms, %d bytes", kind, c.Affected, c.P99Ms, c.PlanMs, c.Bytes)
 		res.Changes = append(res.Changes, c)
 	}
@@ -644,6 +651,47 @@ func (r *run) usage() (mgr usage, etcd time.Duration) {
 		}
 	}
 	return mgr, etcd
+}
+
+// Settling before a change: the managers count as at rest once they used
+// less than restCores over a restWindow, looked at from settleAfter after
+// the change before on (longer than a manager waits, quiet, before it
+// collects: 2 s), for at most maxSettle.
+const (
+	settleAfter = 3 * time.Second
+	restWindow  = 250 * time.Millisecond
+	restCores   = 0.15
+	maxSettle   = 10 * time.Second
+)
+
+// settle waits until the managers are at rest, as they are between an
+// operator's changes, and returns how long it waited: after a change a
+// manager collects its heap once quiet for 2 s (fednet manager does, see
+// manager.Config.CollectWhenQuiet), and a change made while it does
+// would count that collection's CPU as the change's.
+func (r *run) settle(ctx context.Context) time.Duration {
+	start := time.Now()
+	wait := settleAfter
+	for time.Since(start) < maxSettle {
+		select {
+		case <-ctx.Done():
+			return time.Since(start)
+		case <-time.After(wait):
+		}
+		wait = restWindow
+		u0, _ := r.usage()
+		t0 := time.Now()
+		select {
+		case <-ctx.Done():
+			return time.Since(start)
+		case <-time.After(restWindow):
+		}
+		u1, _ := r.usage()
+		if (u1.cpu - u0.cpu).Seconds() < restCores*time.Since(t0).Seconds() {
+			break
+		}
+	}
+	return time.Since(start)
 }
 
 // selfCPU is the CPU time this process used so far (0 when unknown).

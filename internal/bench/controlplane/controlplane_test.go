@@ -79,6 +79,9 @@ func TestShort(t *testing.T) {
 				if ch.AgentPreGCCPUSeconds <= 0 {
 					t.Errorf("%s: no collection of the agents' heap before the change: %+v", ch.Kind, ch)
 				}
+				if ch.SettleSeconds < 3 || ch.SettleSeconds > 11 {
+					t.Errorf("%s: waited %.1f s for the managers to be at rest before the change; want 3 to 10 s", ch.Kind, ch.SettleSeconds)
+				}
 				if c.Managers > 1 && ch.FollowerPlanMs <= 0 {
 					t.Errorf("%s: the other managers did not log their planning: %+v", ch.Kind, ch)
 				}
