@@ -306,7 +306,7 @@ func (a *answers) full(p planEntry, rotate int, v variant, lv *localVersion) ([]
 		a.fullBody = fmt.Appendf(nil, `{"generation":%d,"revision":%d,"plan":`, p.Generation, p.Revision)
 		a.fullBody = append(a.fullBody, js...)
 		a.planEnd = len(a.fullBody)
-		a.fullBody = fmt.Appendf(a.fullBody, `,"rotateKey":%d}`+"\n", rotate)
+		a.fullBody = appendRotateKey(a.fullBody, rotate)
 	}
 	if v == bare {
 		if a.fullZ == nil {
@@ -416,7 +416,7 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 		}
 		head := fmt.Appendf(nil, `{"generation":%d,"revision":%d,"base":%d,"delta":`, p.Generation, p.Revision, p.prevGen)
 		if v == bare {
-			body := fmt.Appendf(append(head, js...), `,"rotateKey":%d}`+"\n", rotate)
+			body := appendRotateKey(append(head, js...), rotate)
 			a.deltaBody[v], a.deltaZ[v] = [][]byte{body}, pieces(gzipped(body))
 		} else {
 			// The delta's JSON ends with its closing brace: the Local's
@@ -469,10 +469,17 @@ func (a *answers) reset(rotate int) {
 	}
 }
 
+// appendRotateKey appends the end of every plan answer to b: its
+// rotateKey, the closing brace and a newline.
+func appendRotateKey(b []byte, rotate int) []byte {
+	return fmt.Appendf(b, `,"rotateKey":%d}`+"\n", rotate)
+}
+
 // localTail is the end of a delta answer with Local, after the Local's
-// delta: the same for every plan but for rotateKey.
+// delta (which the delta's closing brace follows): the same for every plan
+// but for rotateKey.
 func localTail(rotate int) []byte {
-	return fmt.Appendf(nil, `},"rotateKey":%d}`+"\n", rotate)
+	return appendRotateKey([]byte{'}'}, rotate)
 }
 
 // localTailZero is localTail(0) gzipped, once: the tail of nearly every

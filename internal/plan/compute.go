@@ -975,20 +975,25 @@ func (v view) newBridgeNetwork(n spec.Network) bridgeNet {
 // and it is up but where the inputs say it is down: then only those links
 // are looked at, and a thousand members cost no half a million checks.
 func (v view) meshOf(members []string, isMember map[string]bool) bool {
-	if v.idx.vias == nil {
-		for p, l := range v.idx.links {
-			if l.Disabled && p == Pair(p.A, p.B) && p.A != p.B && isMember[p.A] && isMember[p.B] {
-				return false
-			}
-		}
-		for p, down := range v.in.LinksDown {
-			if down && p == Pair(p.A, p.B) && p.A != p.B && isMember[p.A] && isMember[p.B] {
-				return false
-			}
-		}
-		return true
+	if v.idx.vias != nil {
+		return v.meshChecked(members)
 	}
-	return v.meshChecked(members)
+	// between reports whether p is a link (as Pair names it) between two
+	// members, which linkUp would be asked of.
+	between := func(p SitePair) bool {
+		return p == Pair(p.A, p.B) && p.A != p.B && isMember[p.A] && isMember[p.B]
+	}
+	for p, l := range v.idx.links {
+		if l.Disabled && between(p) {
+			return false
+		}
+	}
+	for p, down := range v.in.LinksDown {
+		if down && between(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // meshChecked is meshOf asking linkUp of every two members.
