@@ -80,10 +80,12 @@ type harness struct {
 	// of dir).
 	open     func() (store.Store, error)
 	joinURLs []string
-	admin    string // the admin token, when the manager's data directory has none
-	url      string
-	hc       *http.Client
-	stop     func()
+	// collectWhenQuiet is Config.CollectWhenQuiet.
+	collectWhenQuiet bool
+	admin            string // the admin token, when the manager's data directory has none
+	url              string
+	hc               *http.Client
+	stop             func()
 }
 
 // newHarness starts a manager on a fresh data directory, with the default
@@ -140,7 +142,7 @@ func (h *harness) start() {
 			t.Fatal(err)
 		}
 	}
-	m, err := New(Config{DataDir: h.dir, Store: st, Listen: ln.Addr().String(), Logf: h.log.Logf, Now: h.clock.Now, Limits: h.limits, JoinURLs: h.joinURLs})
+	m, err := New(Config{DataDir: h.dir, Store: st, Listen: ln.Addr().String(), Logf: h.log.Logf, Now: h.clock.Now, Limits: h.limits, JoinURLs: h.joinURLs, CollectWhenQuiet: h.collectWhenQuiet})
 	if err != nil {
 		ln.Close()
 		if !h.shared {

@@ -2,7 +2,10 @@ package manager
 
 import (
 	"context"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,4 +138,41 @@ func TestActivity(t *testing.T) {
 	if a4 := h.m.activity(); a4 != a3 {
 		t.Fatalf("a status report: activity %d, was %d; want it unmoved", a4, a3)
 	}
+}
+
+// TestCollectsWhenQuiet: a manager made with Config.CollectWhenQuiet (as
+// fednet manager makes it) collects the process's heap once quiet after
+// answering a plan, the heap having grown past half way to its goal.
+func TestCollectsWhenQuiet(t *testing.T) {
+	h := &harness{t: t, dir: filepath.Join(t.TempDir(), "data"), clock: &clock{}, log: &testLog{t: t}, limits: Limits{AuthFailureBurst: 1000}, collectWhenQuiet: true}
+	t.Cleanup(h.log.stop)
+	h.start()
+	h.putSpec(threeSites(t))
+	forced := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	// Room between the heap and the goal, so that the test's requests do
+	// not reach the goal (a collection of another cause meanwhile leaves
+	// nothing worth collecting: then it tries again, a few times).
+	defer debug.SetGCPercent(debug.SetGCPercent(800))
+	for range 3 {
+		runtime.GC()
+		before := forced()
+		hs := readHeapStats()
+		var held [][]byte // past half way to the goal, short of it
+		for n := uint64(0); n < (hs.goal-hs.live)*6/10; n += 64 << 10 {
+			held = append(held, make([]byte, 64<<10))
+		}
+		h.plan("aws-gw") // activity
+		for deadline := time.Now().Add(quietFor + 3*time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if forced() > before {
+				runtime.KeepAlive(held)
+				return
+			}
+		}
+		runtime.KeepAlive(held)
+	}
+	t.Fatalf("no collection within %v of quiet after a plan answered, three times", quietFor+3*time.Second)
 }
