@@ -74,3 +74,27 @@ func TestDeltaAnswerGzipped(t *testing.T) {
 		}
 	}
 }
+
+// TestGzipPiece checks that a piece under storeBelow is stored (its size
+// and at most 32 bytes of a gzip member's framing and stored blocks' headers)
+// and one above it compressed, and that both read back.
+func TestGzipPiece(t *testing.T) {
+	for _, n := range []int{0, 17, storeBelow - 1, storeBelow, 8 * storeBelow} {
+		b := bytes.Repeat([]byte(`{"peer":"s0001","allowedIPs":["10.1.0.0/24"]},`), n/46+1)[:n]
+		z := gzipPiece(b)
+		switch {
+		case n < storeBelow && (len(z) < n || len(z) > n+32):
+			t.Errorf("%d bytes: a member of %d bytes, want %d to %d (stored)", n, len(z), n, n+32)
+		case n >= storeBelow && len(z) >= n/2:
+			t.Errorf("%d bytes: a member of %d bytes, want it compressed", n, len(z))
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(z))
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		back, err := io.ReadAll(zr)
+		if err != nil || !bytes.Equal(back, b) {
+			t.Fatalf("%d bytes: read back %d bytes (%v), not the piece", n, len(back), err)
+		}
+	}
+}
