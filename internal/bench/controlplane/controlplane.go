@@ -348,6 +348,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
+		// The change's profiles end with its window (its costs read);
+		// the reports, the settling and the quiet collections after it
+		// go to profiles of their own.
+		if err := r.profile("bench-" + strings.ReplaceAll(kind, " ", "-") + "-after"); err != nil {
+			return nil, err
+		}
 		c.AgentPreGCCPUSeconds = pre
 		c.SettleSeconds = settled.Seconds()
 		r.progress("%s: %d agents, p99 %.0f ms, planning %.0f ms, %d bytes", kind, c.Affected, c.P99Ms, c.PlanMs, c.Bytes)
