@@ -153,6 +153,7 @@ func newBenchControlPlaneCmd() *cobra.Command {
 		cfg           controlplane.Config
 		noDeltas, gz0 bool
 		noLocal       bool
+		http2         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "control-plane --gateways N[,N...] [--managers M] [--store sqlite|etcd] [--json]",
@@ -178,9 +179,10 @@ planning time against N. Everything runs on loopback, on this machine's CPUs:
 the figures include the agents' own work. The N agents share this process's
 heap, which it collects before each change, outside the change's window (a
 real agent's heap is a few megabytes); --collect-in-window leaves its
-collections where they fall. It raises the open file limit
-(N agents hold N connections). Results: results.json, results.md and the
-plots (SVG and PNG) in --out; --json prints the results on stdout.`,
+collections where they fall. It raises the open file limit (N agents
+hold 2N connections: their long polls and their reports; N with --http2).
+Results: results.json, results.md and the plots (SVG and PNG) in --out;
+--json prints the results on stdout.`,
 		Example: `  fednet bench control-plane --gateways 1000 --json
   fednet bench control-plane --gateways 10,100,300,1000 --managers 3 --out cp-etcd
   fednet bench control-plane --gateways 300 --no-deltas --no-compression`,
@@ -192,7 +194,7 @@ plots (SVG and PNG) in --out; --json prints the results on stdout.`,
 			if out == "" {
 				out = "bench-control-plane-" + time.Now().UTC().Format("20060102-150405")
 			}
-			cfg.NoDeltas, cfg.NoCompression, cfg.NoLocal, cfg.Progress = noDeltas, gz0, noLocal, cmd.ErrOrStderr()
+			cfg.NoDeltas, cfg.NoCompression, cfg.NoLocal, cfg.HTTP2, cfg.Progress = noDeltas, gz0, noLocal, http2, cmd.ErrOrStderr()
 			var results []*controlplane.Result
 			for i, n := range gateways {
 				run := cfg
@@ -231,6 +233,7 @@ plots (SVG and PNG) in --out; --json prints the results on stdout.`,
 	f.BoolVar(&gz0, "no-compression", false, "agents do not accept gzip")
 	f.BoolVar(&cfg.CollectInWindow, "collect-in-window", false, "leave the collections of the simulated agents' shared heap where they fall instead of collecting it before each change (docs/manager.md, Sizing)")
 	f.BoolVar(&noLocal, "no-local", false, "agents take plans without their Local (the spec and inputs they plan failures with), as fednet agent --no-failover")
+	f.BoolVar(&http2, "http2", false, "agents speak HTTP/2 to the managers (one connection each), not HTTP/1.1 as fednet's client does: to measure what HTTP/1.1 saves")
 	return cmd
 }
 

@@ -145,7 +145,7 @@ operator runs. It stops on SIGINT or SIGTERM.`,
 	f.StringVar(&metricsListen, "metrics-listen", metrics.DefaultManagerListen, "HOST:PORT of the federation-wide Prometheus metrics endpoint (/metrics, no authentication); \"\" disables it")
 	f.StringArrayVar(&sans, "san", nil, "extra DNS name or IP address for the server certificate (repeatable)")
 	f.BoolVar(&reinitialize, "reinitialize", false, "start with an empty state when fednet.db is missing or empty in a data directory that has a CA (every gateway must enroll again)")
-	f.IntVar(&limits.MaxConnections, "max-connections", manager.DefaultMaxConnections, "most client connections open at once; more wait")
+	f.IntVar(&limits.MaxConnections, "max-connections", manager.DefaultMaxConnections, "most client connections open at once; more wait (each agent holds two: its long poll and its reports)")
 	f.DurationVar(&limits.IdleTimeout, "idle-timeout", manager.DefaultIdleTimeout, "close a connection with no request in flight after this long (HTTP/1.1 and HTTP/2)")
 	f.DurationVar(&limits.BodyTimeout, "body-timeout", manager.DefaultBodyTimeout, "most time a request body may take to arrive")
 	f.IntVar(&limits.WatchesPerCredential, "max-watches-per-credential", manager.DefaultWatchesPerCredential, "most long polls one credential may hold at once; one more gets 429")

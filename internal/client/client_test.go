@@ -473,3 +473,37 @@ func TestWatchPlanIsCancellable(t *testing.T) {
 		t.Fatal("WatchPlan did not return after cancel")
 	}
 }
+
+// TestProtocol checks that the client speaks HTTP/1.1 to a manager that
+// serves HTTP/2 as well, and HTTP/2 with Config.HTTP2.
+func TestProtocol(t *testing.T) {
+	real := clienttest.NewReal(t)
+	for _, h2 := range []bool{false, true} {
+		var mu sync.Mutex
+		var protos []int
+		real.OnRequest(http.MethodGet+" "+api.PathSites, func(r *http.Request) {
+			mu.Lock()
+			protos = append(protos, r.ProtoMajor)
+			mu.Unlock()
+		})
+		c, err := client.New(client.Config{URL: real.URL(), CAFingerprint: real.CAFingerprint(), Token: real.AdminToken(), HTTP2: h2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := c.Sites(context.Background()); err != nil {
+				t.Fatalf("HTTP2 %v: %v", h2, err)
+			}
+		}
+		c.Close()
+		want := 1
+		if h2 {
+			want = 2
+		}
+		mu.Lock()
+		if len(protos) != 2 || protos[0] != want || protos[1] != want {
+			t.Errorf("HTTP2 %v: the manager saw requests of HTTP/%v, want two of HTTP/%d", h2, protos, want)
+		}
+		mu.Unlock()
+	}
+}

@@ -46,7 +46,7 @@ type Limits struct {
 
 // Limit defaults.
 const (
-	DefaultMaxConnections        = 4096
+	DefaultMaxConnections        = 16384
 	DefaultIdleTimeout           = 10 * time.Second
 	DefaultBodyTimeout           = 30 * time.Second
 	DefaultWatchesPerCredential  = 8

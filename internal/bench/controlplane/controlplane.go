@@ -84,6 +84,10 @@ type Config struct {
 	// NoLocal makes the agents take plans without their Local (as fednet
 	// agent --no-failover), to measure what carrying it costs.
 	NoLocal bool
+	// HTTP2 makes the agents speak HTTP/2 to the managers, one connection
+	// each, as before fednet's client spoke HTTP/1.1 alone (to measure
+	// what HTTP/1.1 saves).
+	HTTP2 bool
 	// CollectInWindow leaves the collections of this process's heap, the
 	// N simulated agents' shared one, where they fall, rather than
 	// collecting it before each change (see Change.AgentPreGCCPUSeconds).
@@ -113,6 +117,8 @@ type Result struct {
 	Compression bool   `json:"compression"`
 	// Local says the agents took their plans' Local (the default).
 	Local bool `json:"local"`
+	// HTTP2 says the agents spoke HTTP/2 (--http2), not HTTP/1.1.
+	HTTP2 bool `json:"http2,omitempty"`
 	// Setup: enrolling every agent and handing each its first (whole)
 	// plan.
 	EnrollSeconds    float64 `json:"enrollSeconds"`
@@ -321,7 +327,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer r.profile("")
-	res := &Result{Gateways: cfg.Gateways, Managers: cfg.Managers, Store: cfg.Store, CPUs: runtime.NumCPU(), Deltas: !cfg.NoDeltas, Compression: !cfg.NoCompression, Local: !cfg.NoLocal}
+	res := &Result{Gateways: cfg.Gateways, Managers: cfg.Managers, Store: cfg.Store, CPUs: runtime.NumCPU(), Deltas: !cfg.NoDeltas, Compression: !cfg.NoCompression, Local: !cfg.NoLocal, HTTP2: cfg.HTTP2}
 	if cfg.Store == Etcd {
 		res.EtcdMembers = cfg.EtcdMembers
 	}
@@ -609,7 +615,7 @@ func (r *run) enroll(ctx context.Context, i int) (*agent, error) {
 		return nil, err
 	}
 	a.cl, err = client.New(client.Config{URLs: urls, Token: er.Credential, CAFingerprint: jt.CAFingerprint, Timeout: 30 * time.Second,
-		DialContext: countingDialer(&r.read), NoDeltas: r.cfg.NoDeltas, NoCompression: r.cfg.NoCompression, NoLocal: r.cfg.NoLocal})
+		DialContext: countingDialer(&r.read), NoDeltas: r.cfg.NoDeltas, NoCompression: r.cfg.NoCompression, NoLocal: r.cfg.NoLocal, HTTP2: r.cfg.HTTP2})
 	return a, err
 }
 

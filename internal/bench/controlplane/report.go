@@ -96,7 +96,11 @@ func Markdown(results []*Result) string {
 		if r.EtcdMembers > 0 {
 			store = fmt.Sprintf("etcd (%d members)", r.EtcdMembers)
 		}
-		fmt.Fprintf(&b, "### %d gateways, %d manager(s), %s store, %d CPUs (deltas %v, gzip %v, local %v)\n\n", r.Gateways, r.Managers, store, r.CPUs, r.Deltas, r.Compression, r.Local)
+		proto := "HTTP/1.1"
+		if r.HTTP2 {
+			proto = "HTTP/2"
+		}
+		fmt.Fprintf(&b, "### %d gateways, %d manager(s), %s store, %d CPUs (deltas %v, gzip %v, local %v, %s)\n\n", r.Gateways, r.Managers, store, r.CPUs, r.Deltas, r.Compression, r.Local, proto)
 		fmt.Fprintf(&b, "Setup: %d enrollments in %.1f s; first (whole) plans to every agent in %.1f s, %.1f MB.\n\n",
 			r.Gateways, r.EnrollSeconds, r.FirstPlanSeconds, float64(r.FirstPlanBytes)/1e6)
 		fmt.Fprintf(&b, "Steady (%.0f s, nothing changing, every agent watching and reporting every 5 s): managers %.2f cores, etcd %.2f cores, largest manager RSS %.0f MB.\n\n",
