@@ -521,8 +521,9 @@ func gzipMember(b []byte) []byte {
 // (the head of its delta) is put in the gzipped answer stored, not
 // compressed: compressing a delta's head of 1.2 kB to 0.7 kB took the
 // manager 18 µs alone and about 65 µs amid a change of every plan (cold
-// tables), a thousand times per change, and the agent about as much to
-// inflate it; half a kilobyte more in an answer costs next to nothing.
+// tables), a thousand times per change, and the agent a Huffman table
+// to build to inflate it; half a kilobyte more in an answer costs next
+// to nothing.
 // Pieces every answer shares (the Local's delta) are gzipped once, so
 // they are compressed whatever their size.
 const storeBelow = 2 << 10
