@@ -76,11 +76,14 @@ func (t transfer) args() []string {
 const busyTries = 10
 
 // transient reports whether an iperf3 failure comes from a server that is
-// still finishing the previous test: it says it is busy, or it resets the
-// new test's control connection while it tears the old one down.
+// still finishing the previous test: it says it is busy, it resets the
+// new test's control connection while it tears the old one down, or it
+// refuses it while it closes and opens again its listening socket (seen
+// in CI: a live run's 4-stream test right after its 1-stream one). A
+// server that is not there at all is reported after busyTries, 2 s.
 func transient(err error) bool {
 	msg := err.Error()
-	for _, s := range []string{"busy", "unable to receive control message", "reset by peer"} {
+	for _, s := range []string{"busy", "unable to receive control message", "reset by peer", "Connection refused"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

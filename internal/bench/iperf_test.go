@@ -67,8 +67,9 @@ func TestTransferArgs(t *testing.T) {
 	}
 }
 
-// TestTransient: a server still finishing the previous test is tried
-// again; anything else is reported at once.
+// TestTransient: a server still finishing the previous test (busy,
+// resetting, or refusing while it opens its listening socket again) is
+// tried again; anything else is reported at once.
 func TestTransient(t *testing.T) {
 	for _, tc := range []struct {
 		msg  string
@@ -76,7 +77,8 @@ func TestTransient(t *testing.T) {
 	}{
 		{"iperf3: error - the server is busy running a test. try again later", true},
 		{"iperf3: unable to receive control message: Connection reset by peer", true},
-		{"iperf3: error - unable to connect to server: Connection refused", false},
+		{"iperf3: error - unable to connect to server: Connection refused", true},
+		{"iperf3: error - unable to connect to server: No route to host", false},
 		{"iperf3 output is not JSON", false},
 	} {
 		if got := transient(errors.New(tc.msg)); got != tc.want {
