@@ -166,10 +166,11 @@ func New(cfg Config) (*Client, error) {
 		// a goroutine and each frame it writes to another; with the
 		// agents on HTTP/1.1 the managers spend a tenth to a fifth less
 		// CPU on a change of every plan at 1000 gateways, and a third
-		// less while nothing changes (docs/manager.md, "Sizing"). An agent holds two connections,
-		// its long poll's and its reports'. A manager that vanished
-		// without closing them is found by TCP within half a minute
-		// (watchful), as HTTP/2 pings found it.
+		// less while nothing changes (docs/manager.md, "Sizing"). An
+		// agent holds two connections, its long poll's and its
+		// reports'. A manager that vanished without closing them is
+		// found by TCP within half a minute (watchful), as HTTP/2 pings
+		// found it.
 		protocols := new(http.Protocols)
 		protocols.SetHTTP1(true)
 		tr := &http.Transport{
