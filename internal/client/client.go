@@ -163,14 +163,11 @@ func New(cfg Config) (*Client, error) {
 		seen[base.String()] = true
 		// HTTP/1.1: a request is answered in its connection's goroutine
 		// with one write, where Go's HTTP/2 server hands each request to
-		// a goroutine and each frame it writes to another; with the
-		// agents on HTTP/1.1 the managers spend a tenth to a fifth less
-		// CPU on a change of every plan at 1000 gateways, and a third
-		// less while nothing changes (docs/manager.md, "Sizing"). An
-		// agent holds two connections, its long poll's and its
-		// reports'. A manager that vanished without closing them is
-		// found by TCP within half a minute (watchful), as HTTP/2 pings
-		// found it.
+		// a goroutine and each frame it writes to another, which cost
+		// the managers CPU (measured in docs/manager.md, "The API").
+		// An agent holds two connections, its long poll's and its
+		// reports'; a manager that vanished without closing them is
+		// found by TCP (watchful), as HTTP/2 pings found it.
 		protocols := new(http.Protocols)
 		protocols.SetHTTP1(true)
 		tr := &http.Transport{

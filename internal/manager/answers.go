@@ -523,9 +523,8 @@ func gzipMember(b []byte) []byte {
 // manager 18 µs alone and about 65 µs amid a change of every plan (cold
 // tables), a thousand times per change, and the agent a Huffman table
 // to build to inflate it; half a kilobyte more in an answer costs next
-// to nothing.
-// Pieces every answer shares (the Local's delta) are gzipped once, so
-// they are compressed whatever their size.
+// to nothing. Pieces every answer shares (the Local's delta) are gzipped
+// once, so they are compressed whatever their size.
 const storeBelow = 2 << 10
 
 // storedWriters keeps gzip writers that store (deflate level 0).
