@@ -34,7 +34,9 @@ func diffPatch[T any](a, b T) (*Patch, bool) {
 	return diffStruct(reflect.ValueOf(a), reflect.ValueOf(b))
 }
 
-// diffStruct is diffPatch of two struct values.
+// diffStruct is diffPatch of two struct values. Fields are compared in
+// their binary form (canon.go), equal exactly when their JSON is; only
+// those set are encoded as JSON.
 func diffStruct(a, b reflect.Value) (*Patch, bool) {
 	fields, ok := jsonFields(a.Type())
 	if !ok {
@@ -43,15 +45,7 @@ func diffStruct(a, b reflect.Value) (*Patch, bool) {
 	p := &Patch{}
 	for _, f := range fields {
 		fa, fb := a.Field(f.index), b.Field(f.index)
-		ja, err := json.Marshal(fa.Interface())
-		if err != nil {
-			return nil, false
-		}
-		jb, err := json.Marshal(fb.Interface())
-		if err != nil {
-			return nil, false
-		}
-		if string(ja) == string(jb) {
+		if sameForm(fa, fb) {
 			continue
 		}
 		if sub, ok := diffPart(fa, fb); ok {
@@ -61,12 +55,30 @@ func diffStruct(a, b reflect.Value) (*Patch, bool) {
 			p.Edit[f.name] = sub
 			continue
 		}
+		jb, err := json.Marshal(fb.Interface())
+		if err != nil {
+			return nil, false
+		}
 		if p.Set == nil {
 			p.Set = map[string]json.RawMessage{}
 		}
 		p.Set[f.name] = jb
 	}
 	return p, true
+}
+
+// formBufs are the buffers sameForm encodes into.
+var formBufs = sync.Pool{New: func() any { return new([2][]byte) }}
+
+// sameForm reports whether a and b, values of one type, have the same
+// binary form (so the same JSON).
+func sameForm(a, b reflect.Value) bool {
+	bufs := formBufs.Get().(*[2][]byte)
+	enc := canonEncoder(a.Type())
+	bufs[0], bufs[1] = enc(bufs[0][:0], a), enc(bufs[1][:0], b)
+	same := string(bufs[0]) == string(bufs[1])
+	formBufs.Put(bufs)
+	return same
 }
 
 // diffPart returns a Patch of a field changed in part: a struct, or a list
@@ -80,12 +92,7 @@ func diffPart(a, b reflect.Value) (*Patch, bool) {
 		p := &Patch{Elems: map[int]*Patch{}}
 		for i := range a.Len() {
 			ea, eb := a.Index(i), b.Index(i)
-			ja, err1 := json.Marshal(ea.Interface())
-			jb, err2 := json.Marshal(eb.Interface())
-			if err1 != nil || err2 != nil {
-				return nil, false
-			}
-			if string(ja) == string(jb) {
+			if sameForm(ea, eb) {
 				continue
 			}
 			sub, ok := diffStruct(ea, eb)

@@ -2,6 +2,7 @@ package plandelta
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -65,5 +66,33 @@ func BenchmarkApplyRepeatedPatch(b *testing.B) {
 		if _, err := e.apply(old); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestDiffEditsComparesAsJSON: diffEdits, which compares entries in their
+// binary form, copies an entry whose JSON is unchanged though its Go value
+// is not (an empty list or map where there was none, both left out), and
+// patches one whose JSON changed in a single field.
+func TestDiffEditsComparesAsJSON(t *testing.T) {
+	old, _ := portedSites()
+	old = old[:3]
+	new := make([]spec.Site, len(old))
+	copy(new, old)
+	new[0].Prefixes = nil // omitempty: as the empty list
+	old[0].Prefixes = []netip.Prefix{}
+	new[1].Gateways = []spec.Gateway{new[1].Gateways[0]}
+	new[1].Gateways[0].BridgePorts = map[string]string{} // omitempty: as none
+	new[2].Gateways = []spec.Gateway{new[2].Gateways[0]}
+	new[2].Gateways[0].Endpoint = "100.64.9.9:51820"
+	e := diffEdits(old, new, true)
+	if len(e.Ops) != 1 || e.Ops[0].From != 0 || e.Ops[0].Count != 2 || len(e.Ops[0].Patch) != 1 || len(e.Ops[0].Insert) != 0 {
+		t.Fatalf("edits %s, want sites 0 and 1 copied and site 2 patched", encode(e))
+	}
+	if got := encode(e.Ops[0].Patch[0]); !strings.Contains(got, `"endpoint"`) || !strings.Contains(got, "100.64.9.9") || strings.Contains(got, "bridgePorts") {
+		t.Errorf("patch %s, want the endpoint set", got)
+	}
+	got, err := e.apply(old)
+	if err != nil || encode(got) != encode(new) {
+		t.Errorf("applied: %s (%v), want %s", encode(got), err, encode(new))
 	}
 }
