@@ -288,7 +288,7 @@ func (d *decoder) list(n *yaml.Node, path string, v reflect.Value) {
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, item := range n.Content {
-		child := fmt.Sprintf("%s[%d]", path, i)
+		child := path + "[" + strconv.Itoa(i) + "]"
 		d.lines[child] = item.Line
 		d.decode(item, child, s.Index(i))
 	}

@@ -48,9 +48,10 @@ func Parse(data []byte) (*Federation, error) {
 	}
 	// About one field per 20 bytes of YAML: made that large at once, the
 	// map of a thousand sites' lines is not grown a dozen times.
-	lines := make(map[string]int, min(len(data)/20, maxNodes))
+	size := min(len(data)/20, maxNodes)
+	lines := make(map[string]int, size)
 	lines[""] = root.Line
-	d := &decoder{ps: ps, lines: lines, set: map[string]bool{}}
+	d := &decoder{ps: ps, lines: lines, set: make(map[string]bool, size)}
 	f := &Federation{}
 	d.decode(root, "", reflect.ValueOf(f).Elem())
 	f.lines = d.lines
