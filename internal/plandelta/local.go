@@ -428,6 +428,7 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 	}
 	out := make([]T, 0, n)
 	pc := patchCache{}
+	var ports portsPatches
 	for _, op := range e.Ops {
 		out = append(out, base[op.From:op.From+op.Count]...)
 		var p *Patch
@@ -436,7 +437,13 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 				return nil, fmt.Errorf("%w: an edit's first patch repeats none", ErrMismatch)
 			}
 			out = append(out, base[op.From+op.Count+i])
-			if err := applyPatchTo(&out[len(out)-1], p, pc); err != nil {
+			var err error
+			if site, ok := any(&out[len(out)-1]).(*spec.Site); ok && ports.of(p) != nil {
+				err = ports.of(p).apply(site)
+			} else {
+				err = applyPatchTo(&out[len(out)-1], p, pc)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("patching entry %d: %w", op.From+op.Count+i, err)
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/fednet/fednet/internal/spec"
 )
 
 // Patch is the change of one struct value (a site of a Local, say) by
@@ -384,4 +386,60 @@ func fieldsFor(t reflect.Type) fieldsOf {
 	}
 	fieldsCache.Store(t, f)
 	return f
+}
+
+// portsPatch is a patch of a site that sets nothing but the bridge ports
+// of some of its gateways (portsOnly), decoded: a bridged network added
+// over a thousand sites patches each site so, and every agent applies the
+// thousand patches. Applied without reflection, in a third of the time.
+type portsPatch struct {
+	elems []portsElem
+}
+
+type portsElem struct {
+	index int
+	ports map[string]string // shared by the sites patched, as plans share values
+}
+
+// portsPatches keeps the last patch asked of (a patch repeated is one
+// patch) as a portsPatch, nil when it is not one.
+type portsPatches struct {
+	last     *Patch
+	compiled *portsPatch
+}
+
+// of returns p as a portsPatch, or nil when p patches more than bridge
+// ports or does not decode (the general path then reports it).
+func (pp *portsPatches) of(p *Patch) *portsPatch {
+	if p == pp.last {
+		return pp.compiled
+	}
+	pp.last, pp.compiled = p, nil
+	if !portsOnly(p) {
+		return nil
+	}
+	c := &portsPatch{}
+	for i, e := range p.Edit["gateways"].Elems {
+		var m map[string]string
+		if i < 0 || json.Unmarshal(e.Set["bridgePorts"], &m) != nil {
+			return nil
+		}
+		c.elems = append(c.elems, portsElem{index: i, ports: m})
+	}
+	slices.SortFunc(c.elems, func(a, b portsElem) int { return cmp.Compare(a.index, b.index) })
+	pp.compiled = c
+	return c
+}
+
+// apply patches s, whose gateway list is copied (it is shared with the
+// base).
+func (c *portsPatch) apply(s *spec.Site) error {
+	if n := len(s.Gateways); len(c.elems) > 0 && c.elems[len(c.elems)-1].index >= n {
+		return fmt.Errorf("%w: gateways: patching entry %d of a list of %d", ErrMismatch, c.elems[len(c.elems)-1].index, n)
+	}
+	s.Gateways = append(make([]spec.Gateway, 0, len(s.Gateways)), s.Gateways...) // never nil, as the general path
+	for _, e := range c.elems {
+		s.Gateways[e.index].BridgePorts = e.ports
+	}
+	return nil
 }

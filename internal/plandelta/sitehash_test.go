@@ -1,7 +1,9 @@
 package plandelta
 
 import (
+	"encoding/json"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,5 +96,46 @@ func TestDiffEditsComparesAsJSON(t *testing.T) {
 	got, err := e.apply(old)
 	if err != nil || encode(got) != encode(new) {
 		t.Errorf("applied: %s (%v), want %s", encode(got), err, encode(new))
+	}
+}
+
+// TestPortsPatchAsGeneral: a patch setting only gateways' bridge ports,
+// applied without reflection (portsPatch), gives each site exactly what
+// the general path gives, leaves the base's gateways alone, and refuses
+// a gateway the site lacks as the general path does; a patch of more than
+// ports is not taken for one.
+func TestPortsPatchAsGeneral(t *testing.T) {
+	old, _ := portedSites()
+	two := old[1]
+	two.Gateways = append(slices.Clone(two.Gateways), spec.Gateway{Name: "second", BridgePorts: map[string]string{"x": "eth9"}})
+	sites := []spec.Site{old[0], two, {Name: "none"}}
+	patches := []*Patch{
+		{Edit: map[string]*Patch{"gateways": {Elems: map[int]*Patch{0: {Set: map[string]json.RawMessage{"bridgePorts": json.RawMessage(`{"lan":"eth1"}`)}}}}}},
+		{Edit: map[string]*Patch{"gateways": {Elems: map[int]*Patch{1: {Set: map[string]json.RawMessage{"bridgePorts": json.RawMessage(`null`)}}, 0: {Set: map[string]json.RawMessage{"bridgePorts": json.RawMessage(`{"b":"eth2","a":"eth1"}`)}}}}}},
+		{Edit: map[string]*Patch{"gateways": {Elems: map[int]*Patch{3: {Set: map[string]json.RawMessage{"bridgePorts": json.RawMessage(`{}`)}}}}}},
+	}
+	var pp portsPatches
+	for pi, p := range patches {
+		if pp.of(p) == nil {
+			t.Fatalf("patch %d: not taken for a patch of bridge ports", pi)
+		}
+		for si, s := range sites {
+			fast, general := s, s
+			errFast := pp.of(p).apply(&fast)
+			errGeneral := applyPatchTo(&general, p, patchCache{})
+			if (errFast == nil) != (errGeneral == nil) {
+				t.Fatalf("patch %d, site %d: error %v, the general path's %v", pi, si, errFast, errGeneral)
+			}
+			if errFast == nil && encode(fast) != encode(general) {
+				t.Errorf("patch %d, site %d: %s, the general path gives %s", pi, si, encode(fast), encode(general))
+			}
+			if encode(s) != encode(sites[si]) {
+				t.Errorf("patch %d, site %d: the base changed", pi, si)
+			}
+		}
+	}
+	more := &Patch{Edit: map[string]*Patch{"gateways": {Elems: map[int]*Patch{0: {Set: map[string]json.RawMessage{"bridgePorts": json.RawMessage(`{}`), "endpoint": json.RawMessage(`"1.2.3.4:5"`)}}}}}}
+	if pp.of(more) != nil {
+		t.Error("a patch of a gateway's endpoint and ports taken for one of ports alone")
 	}
 }
