@@ -367,7 +367,7 @@ func (a *answers) delta(p planEntry, rotate int, v variant, lv *localVersion) ([
 		}
 		if a.planDelta != nil && len(p.held.Head.Bridges) > 0 {
 			transits := func() []netip.Addr {
-				return plandelta.PeerTransits(p.held.Head.Firewall.Transit, p.held.Peers.All(), p.held.Peers.Len())
+				return plandelta.PeerTransits(p.held.Head.Firewall.Transit, p.held.Peers.Parts(), p.held.Peers.Len())
 			}
 			if d := a.planDelta.WithRemotesEdits(prev.Head, sync.OnceValue(transits)); d.RemotesEdits != nil {
 				a.peerRemotesDelta = &d

@@ -65,6 +65,19 @@ func (c Chunks[T]) chunkOf(i int) int {
 	return k
 }
 
+// Parts returns the chunks in order, for a caller that reads the entries
+// in place rather than copied one by one (All); they are not to be
+// written into.
+func (c Chunks[T]) Parts() iter.Seq[[]T] {
+	return func(yield func([]T) bool) {
+		for _, ch := range c.chunks {
+			if !yield(ch) {
+				return
+			}
+		}
+	}
+}
+
 // All returns the entries in order.
 func (c Chunks[T]) All() iter.Seq[T] {
 	return func(yield func(T) bool) {

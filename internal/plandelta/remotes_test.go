@@ -64,7 +64,7 @@ func TestRemotesEdits(t *testing.T) {
 				var transits func() []netip.Addr
 				if c.peers {
 					transits = func() []netip.Addr {
-						return plandelta.PeerTransits(want.Firewall.Transit, slices.Values(want.Peers), len(want.Peers))
+						return plandelta.PeerTransits(want.Firewall.Transit, slices.Values([][]plan.Peer{want.Peers}), len(want.Peers))
 					}
 				}
 				e := d.WithRemotesEdits(from, transits)
@@ -132,12 +132,12 @@ func TestPeerTransits(t *testing.T) {
 		{Gateway: "c", AllowedIPs: pfx("100.96.0.9/32", "192.0.2.1/32")},
 		{Gateway: "d"},
 	}
-	got := plandelta.PeerTransits(transit, slices.Values(peers), len(peers))
+	got := plandelta.PeerTransits(transit, slices.Values([][]plan.Peer{peers}), len(peers))
 	want := []netip.Addr{netip.MustParseAddr("100.96.0.3"), netip.MustParseAddr("100.96.0.9")}
 	if !slices.Equal(got, want) {
 		t.Errorf("PeerTransits = %v, want %v", got, want)
 	}
-	if got := plandelta.PeerTransits(transit, slices.Values(peers[:2]), len(peers[:2])); !slices.IsSortedFunc(got, netip.Addr.Compare) || len(got) != 2 {
+	if got := plandelta.PeerTransits(transit, slices.Values([][]plan.Peer{peers[:2]}), len(peers[:2])); !slices.IsSortedFunc(got, netip.Addr.Compare) || len(got) != 2 {
 		t.Errorf("PeerTransits of two peers out of order = %v, want them sorted", got)
 	}
 	// IPv6 transit addresses sort as netip.Addr.
@@ -146,13 +146,13 @@ func TestPeerTransits(t *testing.T) {
 		{Gateway: "b", AllowedIPs: pfx("fd00::3/128", "100.96.0.7/32")},
 	}
 	wide := netip.MustParsePrefix("::/0")
-	got = plandelta.PeerTransits(wide, slices.Values(mixed), len(mixed))
+	got = plandelta.PeerTransits(wide, slices.Values([][]plan.Peer{mixed}), len(mixed))
 	if !slices.IsSortedFunc(got, netip.Addr.Compare) || len(got) != 2 {
 		t.Errorf("PeerTransits of IPv6 addresses = %v, want two, sorted", got)
 	}
 	for _, x := range []netip.Prefix{transit, netip.MustParsePrefix("0.0.0.0/0")} {
 		four := []plan.Peer{{Gateway: "a", AllowedIPs: pfx("100.96.0.200/32", "100.96.1.3/32", "100.96.0.7/32")}}
-		if got := plandelta.PeerTransits(x, slices.Values(four), len(four)); !slices.Equal(got, []netip.Addr{netip.MustParseAddr("100.96.0.7"), netip.MustParseAddr("100.96.0.200"), netip.MustParseAddr("100.96.1.3")}) {
+		if got := plandelta.PeerTransits(x, slices.Values([][]plan.Peer{four}), len(four)); !slices.Equal(got, []netip.Addr{netip.MustParseAddr("100.96.0.7"), netip.MustParseAddr("100.96.0.200"), netip.MustParseAddr("100.96.1.3")}) {
 			t.Errorf("PeerTransits(%s) of IPv4 addresses out of order = %v, want them sorted as numbers", x, got)
 		}
 	}
@@ -170,7 +170,7 @@ func BenchmarkPeerTransits(b *testing.B) {
 			netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 96, byte(j >> 8), byte(j)}), 32)}}
 	}
 	for b.Loop() {
-		if got := plandelta.PeerTransits(transit, slices.Values(peers), len(peers)); len(got) != 1000 {
+		if got := plandelta.PeerTransits(transit, slices.Values([][]plan.Peer{peers}), len(peers)); len(got) != 1000 {
 			b.Fatalf("%d transit addresses", len(got))
 		}
 	}
