@@ -331,12 +331,12 @@ func diffEdits[T any](old, new []T, patches bool) Edits[T] {
 	var prevJS string // the JSON of the last patch made, when there is one
 	next := 0         // the base index after the last one copied or patched
 	for _, x := range new {
-		js := form(&x)
+		xForm := form(&x)
 		var last *Edit[T]
 		if len(e.Ops) > 0 {
 			last = &e.Ops[len(e.Ops)-1]
 		}
-		if next < len(old) && oldForm[next] == js {
+		if next < len(old) && oldForm[next] == xForm {
 			if last != nil && len(last.Patch) == 0 && len(last.Insert) == 0 && last.From+last.Count == next {
 				last.Count++
 			} else {
@@ -345,7 +345,7 @@ func diffEdits[T any](old, new []T, patches bool) Edits[T] {
 			next++
 			continue
 		}
-		if i, ok := at[js]; ok {
+		if i, ok := at[xForm]; ok {
 			e.Ops = append(e.Ops, Edit[T]{From: i, Count: 1})
 			next = i + 1
 			continue
@@ -356,7 +356,7 @@ func diffEdits[T any](old, new []T, patches bool) Edits[T] {
 				// or shorter: a patch shorter than it is taken without
 				// encoding the entry (size only chooses between two
 				// correct deltas).
-				if pjs := encode(p); len(pjs) < len(js) || len(pjs) < len(encode(x)) {
+				if pjs := encode(p); len(pjs) < len(xForm) || len(pjs) < len(encode(x)) {
 					if last != nil && len(last.Insert) == 0 && last.From+last.Count+len(last.Patch) == next {
 						if lastPatch(last.Patch) != nil && prevJS == pjs {
 							p = nil // the same again
