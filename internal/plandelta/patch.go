@@ -391,7 +391,8 @@ func fieldsFor(t reflect.Type) fieldsOf {
 // portsPatch is a patch of a site that sets nothing but the bridge ports
 // of some of its gateways (portsOnly), decoded: a bridged network added
 // over a thousand sites patches each site so, and every agent applies the
-// thousand patches. Applied without reflection, in a third of the time.
+// thousand patches. Applied without reflection, in under half the time
+// (BenchmarkApplyRepeatedPatch).
 type portsPatch struct {
 	elems []portsElem
 }
