@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"maps"
 	"net/netip"
 	"runtime"
@@ -153,8 +154,13 @@ type index struct {
 	// external.go).
 	vias map[string]string
 
-	prefixes   []sitePrefix // every site's prefixes, sorted (remotePrefixes)
-	gateways   int          // every site's gateways
+	prefixes []sitePrefix // every site's prefixes, sorted (remotePrefixes)
+	// prefixList is prefixes' prefixes alone; prefixesAt, by index in
+	// f.Sites (of the first site of a name), the positions of that site's
+	// prefixes in it, in order.
+	prefixList []netip.Prefix
+	prefixesAt [][]int
+	gateways   int // every site's gateways
 	forestOnce sync.Once
 	forest     *forest // spanningForest
 	colorsOnce sync.Once
@@ -223,6 +229,12 @@ func newIndex(f *spec.Federation) *index {
 		x.routedAt[i] = x.routed[f.Sites[i].Name]
 	}
 	slices.SortFunc(x.prefixes, func(a, b sitePrefix) int { return comparePrefix(a.p, b.p) })
+	x.prefixList = make([]netip.Prefix, len(x.prefixes))
+	x.prefixesAt = make([][]int, len(f.Sites))
+	for i, sp := range x.prefixes {
+		x.prefixList[i] = sp.p
+		x.prefixesAt[sp.index] = append(x.prefixesAt[sp.index], i)
+	}
 	return x
 }
 
@@ -479,8 +491,9 @@ type planArgs struct {
 	self *spec.Gateway
 	// only, when set, limits the peers, routes and flows to those of the
 	// remote sites it marks (by index in f.Sites), for Update; the rest
-	// of the plan is whole.
-	only []bool
+	// of the plan is whole. onlyList is the indexes it marks, in order.
+	only     []bool
+	onlyList []int
 	// remotePrefixes, when not nil, is the plan's Firewall.Remote, known
 	// to be what view.remotePrefixes would make (Update: the plan
 	// before's, when no site's prefixes changed).
@@ -490,6 +503,27 @@ type planArgs struct {
 // remote reports whether the plan's lists take the remote site at index
 // ri of f.Sites (see planArgs.only).
 func (a planArgs) remote(ri int) bool { return a.only == nil || a.only[ri] }
+
+// remotes yields the indexes in f.Sites of the remote sites the plan
+// covers: every one, or those only marks (without a walk of every site:
+// Update plans a thousand gateways for a site or two).
+func (a planArgs) remotes() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		if a.only != nil {
+			for _, ri := range a.onlyList {
+				if !yield(ri) {
+					return
+				}
+			}
+			return
+		}
+		for ri := range a.v.f.Sites {
+			if !yield(ri) {
+				return
+			}
+		}
+	}
+}
 
 func gatewayPlan(a planArgs) (g Gateway, err error) {
 	f, site, self := a.v.f, a.site, a.self
@@ -609,9 +643,9 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	if a.only == nil {
 		ips = make([]netip.Prefix, 0, a.v.idx.gateways+len(a.v.idx.prefixes))
 	}
-	for ri := range f.Sites {
+	for ri := range a.remotes() {
 		remote := &f.Sites[ri]
-		if remote.Name == site.Name || !a.v.pairEnabled(site.Name, remote.Name) || !a.remote(ri) {
+		if remote.Name == site.Name || !a.v.pairEnabled(site.Name, remote.Name) {
 			continue
 		}
 		b := a.v.backendOf(site.Name, remote.Name)
@@ -663,7 +697,11 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		}
 	}
 
-	g.Firewall.Flows = flows(a.v, a.rt, site, a.only)
+	if a.only != nil {
+		g.Firewall.Flows = flowsOnly(a.v, a.rt, site, a.onlyList)
+	} else {
+		g.Firewall.Flows = flows(a.v, a.rt, site)
+	}
 	slices.SortFunc(g.Peers, func(a, b Peer) int { return cmp.Compare(a.Gateway, b.Gateway) })
 	slices.SortFunc(g.Routes, func(a, b Route) int { return comparePrefix(a.Destination, b.Destination) })
 	g.Forwarding = len(g.Routes) > 0
@@ -693,22 +731,20 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 // prefixes that several networks allow is listed once, with the network
 // that sorts first. They are made in that order, walking the prefixes of
 // every site in order, rather than sorted afterwards: a gateway of a large
-// federation has thousands. When only is set, the flows are those with the
-// remote sites it marks (by index in f.Sites) alone, and the relayed ones
-// (Update plans so only where nothing is relayed).
-func flows(v view, rt routing, site *spec.Site, only []bool) []Flow {
+// federation has thousands.
+func flows(v view, rt routing, site *spec.Site) []Flow {
 	f := v.f
-	// net[i] is the network of flows between site and f.Sites[i] (the
-	// first of those they share), "" for none.
-	net := make([]string, len(f.Sites))
 	self, ok := rt.pos[site.Name]
 	if !ok {
 		self = -1
 	}
+	me := v.idx.siteIndex[site.Name]
+	// net[i] is the network of flows between site and f.Sites[i] (the
+	// first of those they share), "" for none.
+	net := make([]string, len(f.Sites))
 	mine := v.idx.routed[site.Name]
 	for ti := range f.Sites {
-		remote := &f.Sites[ti]
-		if remote.Name == site.Name || !rt.routes(self, ti) || only != nil && !only[ti] {
+		if v.idx.first[ti] == me || !rt.routes(self, ti) {
 			continue
 		}
 		net[ti] = firstShared(mine, v.idx.routedAt[ti])
@@ -721,20 +757,15 @@ func flows(v view, rt routing, site *spec.Site, only []bool) []Flow {
 	for _, p := range rt.relayed[site.Name] {
 		relays[v.idx.siteIndex[p.from]] = append(relays[v.idx.siteIndex[p.from]], relay{v.idx.siteIndex[p.to], slices.Min(p.networks)})
 	}
-	var own []netip.Prefix
-	for _, sp := range v.idx.prefixes {
-		if sp.site == site.Name {
-			own = append(own, sp.p)
-		}
+	own := make([]netip.Prefix, 0, len(v.idx.prefixesAt[me]))
+	for _, at := range v.idx.prefixesAt[me] {
+		own = append(own, v.idx.prefixList[at])
 	}
-	var out []Flow
-	if only == nil {
-		out = make([]Flow, 0, 2*len(v.idx.prefixes))
-	}
+	out := make([]Flow, 0, 2*len(v.idx.prefixes))
 	var buf []Flow
 	for _, src := range v.idx.prefixes {
 		si := src.index
-		if src.site == site.Name {
+		if si == me {
 			for _, dst := range v.idx.prefixes {
 				if n := net[dst.index]; n != "" {
 					out = append(out, Flow{Network: n, Source: src.p, Destination: dst.p})
@@ -758,9 +789,60 @@ func flows(v view, rt routing, site *spec.Site, only []bool) []Flow {
 		}
 		out = append(out, buf...)
 	}
-	// Prefixes shared between sites (which validation refuses) could
-	// leave the order unfinished; sort then, so the result never depends
-	// on the walk.
+	return sortedFlows(out)
+}
+
+// flowsOnly are flows with the remote sites of the indexes in f.Sites
+// that only lists alone, in a federation where no pair is relayed (Update
+// plans so only then): the same entries as flows makes with those sites,
+// found from their prefixes alone rather than a walk of every site's.
+func flowsOnly(v view, rt routing, site *spec.Site, only []int) []Flow {
+	self, ok := rt.pos[site.Name]
+	if !ok {
+		self = -1
+	}
+	me := v.idx.siteIndex[site.Name]
+	mine := v.idx.routed[site.Name]
+	net := make(map[int]string, len(only)) // as in flows, for the sites of only
+	at := slices.Clone(v.idx.prefixesAt[me])
+	for _, ti := range only {
+		if v.idx.first[ti] == me || !rt.routes(self, ti) {
+			continue
+		}
+		if n := firstShared(mine, v.idx.routedAt[ti]); n != "" {
+			net[ti] = n
+			at = append(at, v.idx.prefixesAt[ti]...)
+		}
+	}
+	// The prefixes of the site and of those sites, in the order flows
+	// walks them.
+	slices.Sort(at)
+	at = slices.Compact(at)
+	var out []Flow
+	for _, i := range at {
+		src := v.idx.prefixes[i]
+		if src.index == me {
+			for _, j := range at {
+				if n, ok := net[v.idx.prefixes[j].index]; ok {
+					out = append(out, Flow{Network: n, Source: src.p, Destination: v.idx.prefixList[j]})
+				}
+			}
+			continue
+		}
+		if n, ok := net[src.index]; ok {
+			for _, j := range v.idx.prefixesAt[me] {
+				out = append(out, Flow{Network: n, Source: src.p, Destination: v.idx.prefixList[j]})
+			}
+		}
+	}
+	return sortedFlows(out)
+}
+
+// sortedFlows returns out sorted, each pair of prefixes once. Prefixes
+// shared between sites (which validation refuses) could leave the order
+// of the walk unfinished; it is sorted then, so the result never depends
+// on the walk.
+func sortedFlows(out []Flow) []Flow {
 	if !slices.IsSortedFunc(out, compareFlow) {
 		slices.SortFunc(out, compareFlow)
 	}
@@ -1177,13 +1259,20 @@ func linkOuterV6(endpoints ...string) bool {
 // remotePrefixes returns the prefixes of every site but the named one,
 // sorted.
 func (v view) remotePrefixes(site string) []netip.Prefix {
-	out := make([]netip.Prefix, 0, len(v.idx.prefixes))
-	for _, sp := range v.idx.prefixes {
-		if sp.site != site {
-			out = append(out, sp.p)
-		}
+	all := v.idx.prefixList
+	i, ok := v.idx.siteIndex[site]
+	if !ok {
+		return slices.Clone(all)
 	}
-	return out
+	// The runs of the sorted list between the site's own prefixes,
+	// copied whole.
+	out := make([]netip.Prefix, 0, len(all)-len(v.idx.prefixesAt[i]))
+	from := 0
+	for _, at := range v.idx.prefixesAt[i] {
+		out = append(out, all[from:at]...)
+		from = at + 1
+	}
+	return append(out, all[from:]...)
 }
 
 // sitePrefix is a masked prefix of a site (its index in the spec's

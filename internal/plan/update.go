@@ -156,8 +156,11 @@ func UpdateHeld(prevF *spec.Federation, prevIn Inputs, prev []Held, f *spec.Fede
 	// are those of the plan before (shared, not made again).
 	samePrefixes := slices.Equal(pv.idx.prefixes, v.idx.prefixes)
 	only := make([]bool, len(f.Sites))
+	var onlyList []int
 	for i := range f.Sites {
-		only[i] = dirty[f.Sites[i].Name]
+		if only[i] = dirty[f.Sites[i].Name]; only[i] {
+			onlyList = append(onlyList, i)
+		}
 	}
 	// What of the previous plans came from the sites that changed: their
 	// gateways (routes go via them) and their prefixes (flows).
@@ -196,7 +199,7 @@ func UpdateHeld(prevF *spec.Federation, prevIn Inputs, prev []Held, f *spec.Fede
 			out[i] = Hold(g)
 			return
 		}
-		a.only = only
+		a.only, a.onlyList = only, onlyList
 		if samePrefixes && old.Head.Site == site.Name && old.Head.Firewall.Remote != nil {
 			a.remotePrefixes = old.Head.Firewall.Remote
 		}

@@ -429,7 +429,8 @@ func TestUpdateKnowsEveryField(t *testing.T) {
 }
 
 // BenchmarkUpdate plans a site added to a full mesh of n sites, with
-// Update from the plans before and with Compute.
+// Update from the plans before, with UpdateHeld from them held in chunks
+// (as the manager does) and with Compute.
 func BenchmarkUpdate(b *testing.B) {
 	for _, n := range []int{1000} {
 		prevF, err := spec.Parse([]byte(scaleSpec(n)))
@@ -447,6 +448,17 @@ func BenchmarkUpdate(b *testing.B) {
 		b.Run(fmt.Sprintf("Update/%d", n), func(b *testing.B) {
 			for b.Loop() {
 				if _, edits, err := plan.Update(prevF, plan.Inputs{}, prev, f, plan.Inputs{}); err != nil || edits[0] == nil {
+					b.Fatal(err, "or no edit")
+				}
+			}
+		})
+		held := make([]plan.Held, len(prev))
+		for i, g := range prev {
+			held[i] = plan.Hold(g)
+		}
+		b.Run(fmt.Sprintf("UpdateHeld/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, edits, _, err := plan.UpdateHeld(prevF, plan.Inputs{}, held, f, plan.Inputs{}, nil); err != nil || edits[0] == nil {
 					b.Fatal(err, "or no edit")
 				}
 			}
