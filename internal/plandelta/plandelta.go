@@ -427,8 +427,12 @@ func strictly[T, K any](list []T, key func(T) K, compare func(a, b K) int) bool 
 }
 
 // diffList merges two lists sorted by key: the entries of new that old
-// lacks or holds otherwise, and the keys of old that new lacks.
+// lacks or holds otherwise, and the keys of old that new lacks. Entries
+// that equal reports equal have the same key.
 func diffList[T, K any](old, new []T, key func(T) K, compare func(a, b K) int, equal func(a, b T) bool) (set []T, gone []K) {
+	if len(old) == len(new) && len(old) > 0 && &old[0] == &new[0] {
+		return nil, nil // one list (a plan's remote prefixes kept)
+	}
 	i, j := 0, 0
 	for i < len(old) || j < len(new) {
 		switch {
@@ -437,6 +441,11 @@ func diffList[T, K any](old, new []T, key func(T) K, compare func(a, b K) int, e
 			i++
 		case i == len(old):
 			set = append(set, new[j])
+			j++
+		case equal(old[i], new[j]):
+			// The same entry (so the same key): most of two versions
+			// of a long list, found without comparing keys.
+			i++
 			j++
 		default:
 			switch c := compare(key(old[i]), key(new[j])); {
