@@ -238,6 +238,7 @@ func (tb *tab) screenshot(name string) {
 const (
 	red   = "rgb(248,81,73)"
 	green = "rgb(63,185,80)"
+	amber = "rgb(227,163,43)" // degraded
 )
 
 // checkWrongToken signs in with a wrong token and checks that the page

@@ -86,8 +86,13 @@ func TestConsoleOnLab(t *testing.T) {
 	st = tb.state()
 	for _, lk := range st.Links {
 		want := green
-		if touchesCut(lk.ID) {
+		switch {
+		case touchesCut(lk.ID):
 			want = red
+		case lk.State == "degraded":
+			// A probe lost in the last minute (one in sixty, under
+			// CI's load): no part of this test, as in allLinks.
+			want = amber
 		}
 		if lk.Color != want {
 			t.Errorf("after the cut, link %s is %s, coloured %s; want %s", lk.ID, lk.State, lk.Color, want)
