@@ -439,7 +439,7 @@ func (e Edits[T]) apply(base []T) ([]T, error) {
 			out = append(out, base[op.From+op.Count+i])
 			var err error
 			if site, ok := any(&out[len(out)-1]).(*spec.Site); ok && ports.of(p) != nil {
-				err = ports.of(p).apply(site)
+				err = ports.of(p).apply(site, &ports)
 			} else {
 				err = applyPatchTo(&out[len(out)-1], p, pc)
 			}

@@ -102,7 +102,8 @@ func TestDiffEditsComparesAsJSON(t *testing.T) {
 // TestPortsPatchAsGeneral: a patch setting only gateways' bridge ports,
 // applied without reflection (portsPatch), gives each site exactly what
 // the general path gives, leaves the base's gateways alone, and refuses
-// a gateway the site lacks as the general path does; a patch of more than
+// a gateway the site lacks as the general path does, and never lets one
+// patched site's gateways grow into another's; a patch of more than
 // ports is not taken for one.
 func TestPortsPatchAsGeneral(t *testing.T) {
 	old, _ := portedSites()
@@ -121,7 +122,7 @@ func TestPortsPatchAsGeneral(t *testing.T) {
 		}
 		for si, s := range sites {
 			fast, general := s, s
-			errFast := pp.of(p).apply(&fast)
+			errFast := pp.of(p).apply(&fast, &pp)
 			errGeneral := applyPatchTo(&general, p, patchCache{})
 			if (errFast == nil) != (errGeneral == nil) {
 				t.Fatalf("patch %d, site %d: error %v, the general path's %v", pi, si, errFast, errGeneral)
@@ -134,6 +135,22 @@ func TestPortsPatchAsGeneral(t *testing.T) {
 			}
 		}
 	}
+	// The patched sites' gateway lists share the arena's room: appending
+	// to one never writes into the next.
+	p := patches[0]
+	a, b := old[0], old[2]
+	if err := pp.of(p).apply(&a, &pp); err != nil {
+		t.Fatal(err)
+	}
+	if err := pp.of(p).apply(&b, &pp); err != nil {
+		t.Fatal(err)
+	}
+	before := encode(b)
+	a.Gateways = append(a.Gateways, spec.Gateway{Name: "appended"})
+	if encode(b) != before {
+		t.Errorf("appending to one patched site's gateways changed the next site's: %s, was %s", encode(b), before)
+	}
+
 	more := &Patch{Edit: map[string]*Patch{"gateways": {Elems: map[int]*Patch{0: {Set: map[string]json.RawMessage{"bridgePorts": json.RawMessage(`{}`), "endpoint": json.RawMessage(`"1.2.3.4:5"`)}}}}}}
 	if pp.of(more) != nil {
 		t.Error("a patch of a gateway's endpoint and ports taken for one of ports alone")
