@@ -500,10 +500,6 @@ type planArgs struct {
 	remotePrefixes []netip.Prefix
 }
 
-// remote reports whether the plan's lists take the remote site at index
-// ri of f.Sites (see planArgs.only).
-func (a planArgs) remote(ri int) bool { return a.only == nil || a.only[ri] }
-
 // remotes yields the indexes in f.Sites of the remote sites the plan
 // covers: every one, or those only marks (without a walk of every site:
 // Update plans a thousand gateways for a site or two).
