@@ -489,11 +489,11 @@ type planArgs struct {
 	rt   routing
 	site *spec.Site
 	self *spec.Gateway
-	// only, when set, limits the peers, routes and flows to those of the
-	// remote sites it marks (by index in f.Sites), for Update; the rest
-	// of the plan is whole. onlyList is the indexes it marks, in order.
-	only     []bool
-	onlyList []int
+	// partial limits the peers, routes and flows to those of the remote
+	// sites only lists (by index in f.Sites, in order; none: no entries),
+	// for Update; the rest of the plan is whole.
+	partial bool
+	only    []int
 	// remotePrefixes, when not nil, is the plan's Firewall.Remote, known
 	// to be what view.remotePrefixes would make (Update: the plan
 	// before's, when no site's prefixes changed).
@@ -501,12 +501,12 @@ type planArgs struct {
 }
 
 // remotes yields the indexes in f.Sites of the remote sites the plan
-// covers: every one, or those only marks (without a walk of every site:
+// covers: every one, or those only lists (without a walk of every site:
 // Update plans a thousand gateways for a site or two).
 func (a planArgs) remotes() iter.Seq[int] {
 	return func(yield func(int) bool) {
-		if a.only != nil {
-			for _, ri := range a.onlyList {
+		if a.partial {
+			for _, ri := range a.only {
 				if !yield(ri) {
 					return
 				}
@@ -617,11 +617,11 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 	// A plan computed for a few remote sites (Update) reads what it routes
 	// by each of them alone (viaOne), rather than by every site.
 	var via [][]netip.Prefix
-	if a.only == nil || a.v.idx.vias != nil {
+	if !a.partial || a.v.idx.vias != nil {
 		via = a.rt.via(a.v, site.Name)
 	}
 	routedBy := func(ri int) []netip.Prefix {
-		if via != nil || a.only == nil {
+		if via != nil || !a.partial {
 			if via == nil {
 				return nil
 			}
@@ -629,14 +629,14 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		}
 		return a.rt.viaOne(a.v, site.Name, a.v.idx.first[ri])
 	}
-	if a.only == nil {
+	if !a.partial {
 		g.Peers = make([]Peer, 0, a.v.idx.gateways)
 		g.Routes = make([]Route, 0, len(a.v.idx.prefixes))
 	}
 	// The peers' allowed IPs share one array (each capped at its length,
 	// so that appending to one never writes into the next).
 	var ips []netip.Prefix
-	if a.only == nil {
+	if !a.partial {
 		ips = make([]netip.Prefix, 0, a.v.idx.gateways+len(a.v.idx.prefixes))
 	}
 	for ri := range a.remotes() {
@@ -693,8 +693,8 @@ func gatewayPlan(a planArgs) (g Gateway, err error) {
 		}
 	}
 
-	if a.only != nil {
-		g.Firewall.Flows = flowsOnly(a.v, a.rt, site, a.onlyList)
+	if a.partial {
+		g.Firewall.Flows = flowsOnly(a.v, a.rt, site, a.only)
 	} else {
 		g.Firewall.Flows = flows(a.v, a.rt, site)
 	}

@@ -155,11 +155,10 @@ func UpdateHeld(prevF *spec.Federation, prevIn Inputs, prev []Held, f *spec.Fede
 	// Where every site keeps its prefixes, every plan's remote prefixes
 	// are those of the plan before (shared, not made again).
 	samePrefixes := slices.Equal(pv.idx.prefixes, v.idx.prefixes)
-	only := make([]bool, len(f.Sites))
-	var onlyList []int
+	var only []int // the indexes in f.Sites of the sites that changed
 	for i := range f.Sites {
-		if only[i] = dirty[f.Sites[i].Name]; only[i] {
-			onlyList = append(onlyList, i)
+		if dirty[f.Sites[i].Name] {
+			only = append(only, i)
 		}
 	}
 	// What of the previous plans came from the sites that changed: their
@@ -199,7 +198,7 @@ func UpdateHeld(prevF *spec.Federation, prevIn Inputs, prev []Held, f *spec.Fede
 			out[i] = Hold(g)
 			return
 		}
-		a.only, a.onlyList = only, onlyList
+		a.partial, a.only = true, only
 		if samePrefixes && old.Head.Site == site.Name && old.Head.Firewall.Remote != nil {
 			a.remotePrefixes = old.Head.Firewall.Remote
 		}

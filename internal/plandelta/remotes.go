@@ -195,7 +195,7 @@ func editRemotes(base, head plan.Gateway, edits []RemotesEdit) (plan.Gateway, er
 		switch {
 		case e.Peers:
 			if transits == nil {
-				transits = PeerTransits(head.Firewall.Transit, onePart(head.Peers), len(head.Peers))
+				transits = PeerTransits(head.Firewall.Transit, slices.Values([][]plan.Peer{head.Peers}), len(head.Peers))
 			}
 			old.Remotes = transits
 		default:
@@ -245,9 +245,4 @@ func sortedAddrs(a []netip.Addr) bool {
 		}
 	}
 	return true
-}
-
-// onePart yields list as the one part of a sequence of lists.
-func onePart[T any](list []T) iter.Seq[[]T] {
-	return func(yield func([]T) bool) { yield(list) }
 }
