@@ -112,7 +112,7 @@ bench-dataplane: deps build
 # turn, WGDEV_ROUNDS rounds; prints a table of throughput, idle RTT and CPU
 # seconds per gigabyte, and of UDP's received rate at each offered rate of
 # WGDEV_UDP (Mbit/s, comma-separated; empty: no UDP). Takes the lab lock.
-WGDEV_VARIANTS ?= wireguard-go: --tun wireguard-go --aqm off --bind wireguard-go; fednet: --tcp-fallback 443
+WGDEV_VARIANTS ?= wireguard-go: --tun wireguard-go --aqm off --bind wireguard-go --procs 0; fednet: --tcp-fallback 443
 WGDEV_ROUNDS ?= 3
 WGDEV_UDP ?= 100,500,1000
 bench-wgdev: deps

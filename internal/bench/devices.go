@@ -63,7 +63,7 @@ const (
 var firewallTokens = map[string]Firewall{"@nft": FirewallTracked, "@nft-notrack": FirewallUntracked, "@nft-udpfirst": FirewallTunnelFirst, "@nft-raw": FirewallTunnelRaw}
 
 // ParseDeviceVariant reads "NAME: [@nft|@nft-notrack|@nft-udpfirst|@nft-raw] [KEY=VALUE ...]
-// [FLAGS ...]", e.g. "ref: --tun wireguard-go --aqm off --bind wireguard-go" or "one: @nft
+// [FLAGS ...]", e.g. "ref: --tun wireguard-go --aqm off --bind wireguard-go --procs 0" or "one: @nft
 // GOMAXPROCS=1 --aqm off".
 func ParseDeviceVariant(s string) (DeviceVariant, error) {
 	name, rest, ok := strings.Cut(s, ":")

@@ -131,7 +131,8 @@ func startStandalone(ctx context.Context, r *lab.Lab, mtu int, argv []string) ([
 // standaloneDevice is the command of the standalone tunnel's devices:
 // `fednet wgdev` on wireguard-go's own TUN device, queues and UDP bind,
 // wireguard-go as it comes, without fednet's offloads, queue management
-// and batch reads.
+// and batch reads, with a thread per CPU (Go's default; --procs 0 also
+// keeps a FEDNET_WGDEV_PROCS in bench's environment away from it).
 func standaloneDevice(binary string) []string {
 	return []string{binary, "wgdev", "--tun", string(wgdev.TUNWireGuardGo), "--aqm", "off", "--bind", string(wgdev.BindWireGuardGo), "--procs", "0"}
 }

@@ -386,6 +386,11 @@ inside the device to a few milliseconds under load, dropping large packets of
 the flows that fill the queue ("on", the default; "off"; or
 "target=5ms,interval=100ms").
 
+Threads (--procs, or ` + wgdev.ProcsEnv + `): by default half the CPUs run the
+device's Go code at once, leaving the rest to the kernel's share of the work
+(TUN and UDP system calls, forwarding); "0" gives one per CPU, as wireguard-go
+runs (docs/bench.md).
+
 With --tcp-fallback PORT, a peer whose UDP is blocked is reached over TLS on
 TCP PORT instead (docs/interop.md): the device accepts such streams on PORT,
 and dials a peer's PORT when a handshake sent over UDP goes unanswered for
@@ -427,7 +432,7 @@ and dials a peer's PORT when a handshake sent over UDP goes unanswered for
 	cmd.Flags().StringVar(&tunFlag, "tun", "", "TUN device: offload, no-tunnel, none or wireguard-go (default offload, or $"+wgdev.TUNEnv+")")
 	cmd.Flags().StringVar(&aqmFlag, "aqm", "", "queue management: on, off, or target=DURATION,interval=DURATION (default on, or $"+wgdev.AQMEnv+")")
 	cmd.Flags().StringVar(&bindFlag, "bind", "", "UDP bind: batch (fednet's: up to a whole batch per read when datagrams come one by one) or wireguard-go (default batch, or $"+wgdev.BindEnv+")")
-	cmd.Flags().StringVar(&procsFlag, "procs", "", "threads running the device's Go code at once (GOMAXPROCS; default one per CPU, or $"+wgdev.ProcsEnv+")")
+	cmd.Flags().StringVar(&procsFlag, "procs", "", "threads running the device's Go code at once (GOMAXPROCS): a number, or 0 for one per CPU (default half the CPUs, or $"+wgdev.ProcsEnv+")")
 	cmd.Flags().Uint16Var(&fallbackPort, "tcp-fallback", 0, "TCP port of the UDP-blocked fallback (TLS streams), 0 for none; the agent passes the plan's (443 by default)")
 	return cmd
 }

@@ -28,7 +28,7 @@ import (
 
 // Run is Serve with the TUN device, queue management, threads and UDP bind
 // the environment names (TUNEnv, AQMEnv, ProcsEnv, BindEnv; by default
-// TUNOffload, queue management on, one thread per CPU and fednet's bind)
+// TUNOffload, queue management on, DefaultProcs threads and fednet's bind)
 // and the options opts.
 func Run(ctx context.Context, name string, logf func(string, ...any), opts ...Option) error {
 	t, err := ParseTUN(os.Getenv(TUNEnv))
@@ -78,9 +78,13 @@ func Serve(ctx context.Context, cfg Config) error {
 	if logf == nil {
 		logf = device.DiscardLogf
 	}
-	if cfg.Procs > 0 {
-		runtime.GOMAXPROCS(cfg.Procs)
+	switch procs := cfg.Procs; {
+	case procs > 0:
+		runtime.GOMAXPROCS(procs)
+	case procs == 0:
+		runtime.GOMAXPROCS(DefaultProcs(runtime.GOMAXPROCS(0)))
 	}
+	logf("wgdev %s: %d of %d CPUs run the device's Go code at once (GOMAXPROCS)", name, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	if dir := os.Getenv(ProfileEnv); dir != "" {
 		stop, err := cpuprofile.Start(filepath.Join(dir, "wgdev-"+name+"-"+strconv.Itoa(os.Getpid())+".pprof"))
 		if err != nil {

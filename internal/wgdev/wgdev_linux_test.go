@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -91,6 +92,34 @@ func inner(t *testing.T) bool {
 	}
 	nstest.New(t).Run(t)
 	return false
+}
+
+// TestRunThreads: Run sets the process's GOMAXPROCS to DefaultProcs of
+// what Go chose, to Go's own (one per CPU) when FEDNET_WGDEV_PROCS is 0,
+// and to the number it gives otherwise.
+func TestRunThreads(t *testing.T) {
+	if !inner(t) {
+		return
+	}
+	perCPU := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(perCPU)
+	for _, tc := range []struct {
+		env  string
+		want int
+	}{{"", wgdev.DefaultProcs(perCPU)}, {"0", perCPU}, {"3", 3}} {
+		runtime.GOMAXPROCS(perCPU)
+		t.Setenv(wgdev.ProcsEnv, tc.env)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := started(t, ctx)
+		if got := runtime.GOMAXPROCS(0); got != tc.want {
+			t.Errorf("%s=%q: GOMAXPROCS %d while the device runs, want %d (Go chose %d)", wgdev.ProcsEnv, tc.env, got, tc.want, perCPU)
+		}
+		cancel()
+		if err := waitDone(t, done); err != nil {
+			t.Errorf("Run = %v after its context ended, want nil", err)
+		}
+		assertGone(t)
+	}
 }
 
 // TestRunExitsWhenLinkDeleted checks the fact the dataplane relies on:

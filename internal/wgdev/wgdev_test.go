@@ -8,7 +8,7 @@ func TestParseProcs(t *testing.T) {
 		want int
 		ok   bool
 	}{
-		{"", 0, true}, {"0", 0, true}, {"1", 1, true}, {"256", 256, true},
+		{"", 0, true}, {"0", ProcsPerCPU, true}, {"1", 1, true}, {"256", 256, true},
 		{"-1", 0, false}, {"257", 0, false}, {"two", 0, false}, {"1.5", 0, false},
 	} {
 		got, err := ParseProcs(tc.in)
@@ -30,6 +30,14 @@ func TestParseBind(t *testing.T) {
 		got, err := ParseBind(tc.in)
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParseBind(%q) = %q, %v; want %q, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestDefaultProcs(t *testing.T) {
+	for _, tc := range []struct{ cpus, want int }{{1, 1}, {2, 1}, {3, 1}, {4, 2}, {8, 4}, {64, 32}} {
+		if got := DefaultProcs(tc.cpus); got != tc.want {
+			t.Errorf("DefaultProcs(%d) = %d, want %d", tc.cpus, got, tc.want)
 		}
 	}
 }
