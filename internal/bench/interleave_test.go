@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -20,35 +21,69 @@ func (n failingNode) String() string { return n.name }
 
 // TestMeasurePathsInterleaves: measurePaths runs each measurement on every
 // path in turn (the paths' order, again and again), not all of one path's
-// measurements before the next path's, and files each path's failures
+// measurements before the next path's, with each round of a TCP transfer
+// on every path before the next round, and files each path's failures
 // with that path.
 func TestMeasurePathsInterleaves(t *testing.T) {
-	var paths []*path
-	names := []string{Underlay, Standalone, Overlay}
-	for _, name := range names {
-		paths = append(paths, &path{info: PathInfo{Name: name}, from: failingNode{name}})
+	for _, rounds := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("tcp rounds %d", rounds), func(t *testing.T) {
+			var paths []*path
+			names := []string{Underlay, Standalone, Overlay}
+			for _, name := range names {
+				paths = append(paths, &path{info: PathInfo{Name: name}, from: failingNode{name}})
+			}
+			s := Settings{PingCount: 2, PingIntervalMs: 10, Streams: []int{1, 4}, TCPRounds: rounds, UDPRatesMbps: []float64{100}, TransferS: 0.1}
+			var order []string
+			progress := func(format string, args ...any) {
+				name, _, _ := strings.Cut(fmt.Sprintf(format, args...), ":")
+				order = append(order, name)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res := measurePaths(ctx, s, paths, progress)
+			// pings, each round of TCP with 1 and 4 streams, UDP, latency
+			// under load.
+			steps := 1 + 2*max(rounds, 1) + 2
+			var want []string
+			for range steps {
+				want = append(want, names...)
+			}
+			if !slices.Equal(order, want) {
+				t.Errorf("measured in the order\n%v\nwant\n%v", order, want)
+			}
+			for i, r := range res {
+				if len(r.errs) != steps {
+					t.Errorf("%s: %d errors, want one per measurement (%d): %q", names[i], len(r.errs), steps, r.errs)
+				}
+			}
+		})
 	}
-	s := Settings{PingCount: 2, PingIntervalMs: 10, Streams: []int{1, 4}, UDPRatesMbps: []float64{100}, TransferS: 0.1}
-	var order []string
-	progress := func(format string, args ...any) {
-		name, _, _ := strings.Cut(fmt.Sprintf(format, args...), ":")
-		order = append(order, name)
+}
+
+// TestMedianTCP: of several rounds of a transfer, the result is the round
+// with the median rate (the lower middle one of an even count), its own
+// retransmits and cost with it, and every round's rate in the order they
+// ran; one round is the result as it is.
+func TestMedianTCP(t *testing.T) {
+	tr := func(mbps float64, retr int) TCPResult {
+		return TCPResult{Path: Overlay, Streams: 1, Mbps: mbps, Retransmits: retr, Seconds: 4, Cost: Cost{WgdevCPUSecondsPerGB: mbps / 100}}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res := measurePaths(ctx, s, paths, progress)
-	// pings, TCP 1 and 4 streams, UDP, latency under load.
-	const steps = 5
-	var want []string
-	for range steps {
-		want = append(want, names...)
-	}
-	if !slices.Equal(order, want) {
-		t.Errorf("measured in the order\n%v\nwant\n%v", order, want)
-	}
-	for i, r := range res {
-		if len(r.errs) != steps {
-			t.Errorf("%s: %d errors, want one per measurement (%d): %q", names[i], len(r.errs), steps, r.errs)
+	for _, tc := range []struct {
+		in   []TCPResult
+		want TCPResult
+	}{
+		{[]TCPResult{tr(1200, 1)}, tr(1200, 1)},
+		{[]TCPResult{tr(1500, 1), tr(1100, 2), tr(1300, 3)}, func() TCPResult { m := tr(1300, 3); m.RoundsMbps = []float64{1500, 1100, 1300}; return m }()},
+		{[]TCPResult{tr(900, 1), tr(1400, 2), tr(1000, 3), tr(1300, 4)}, func() TCPResult { m := tr(1000, 3); m.RoundsMbps = []float64{900, 1400, 1000, 1300}; return m }()},
+		{[]TCPResult{tr(800, 1), tr(800, 2)}, func() TCPResult { m := tr(800, 1); m.RoundsMbps = []float64{800, 800}; return m }()},
+	} {
+		in := slices.Clone(tc.in)
+		got := medianTCP(tc.in)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("medianTCP(%v) = %+v, want %+v", in, got, tc.want)
+		}
+		if !reflect.DeepEqual(tc.in, in) {
+			t.Errorf("medianTCP reordered its argument: %v, was %v", tc.in, in)
 		}
 	}
 }

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,16 +94,29 @@ func measurePaths(ctx context.Context, s Settings, paths []*path, progress func(
 		}
 	})
 	dur := time.Duration(s.TransferS * float64(time.Second))
+	rounds := max(s.TCPRounds, 1)
 	for _, n := range s.Streams {
-		each(func(p *path, r *pathResult) {
-			progress("%s: TCP, %d stream(s), %v", p.info.Name, n, dur)
-			t, err := measureTCP(ctx, p, dur, n)
-			if err != nil {
-				r.fail(fmt.Sprintf("tcp %d streams", n), err)
-				return
+		got := make([][]TCPResult, len(paths))
+		for round := range rounds {
+			for i, p := range paths {
+				if rounds > 1 {
+					progress("%s: TCP, %d stream(s), %v, round %d of %d", p.info.Name, n, dur, round+1, rounds)
+				} else {
+					progress("%s: TCP, %d stream(s), %v", p.info.Name, n, dur)
+				}
+				t, err := measureTCP(ctx, p, dur, n)
+				if err != nil {
+					res[i].fail(fmt.Sprintf("tcp %d streams", n), err)
+					continue
+				}
+				got[i] = append(got[i], t)
 			}
-			r.tcp = append(r.tcp, t)
-		})
+		}
+		for i := range paths {
+			if len(got[i]) > 0 {
+				res[i].tcp = append(res[i].tcp, medianTCP(got[i]))
+			}
+		}
 	}
 	for _, rate := range s.UDPRatesMbps {
 		each(func(p *path, r *pathResult) {
@@ -181,6 +196,24 @@ func measureTCP(ctx context.Context, p *path, d time.Duration, streams int) (TCP
 		return TCPResult{}, err
 	}
 	return TCPResult{Path: p.info.Name, Streams: streams, Mbps: round(r.Mbps, 1), Retransmits: r.Retransmits, Seconds: round(r.Seconds, 2), Cost: c}, nil
+}
+
+// medianTCP returns, of the transfers ts of one path (in the order they
+// ran), the one with the median rate (the lower of the middle two of an
+// even count), with every transfer's rate in RoundsMbps when there was
+// more than one.
+func medianTCP(ts []TCPResult) TCPResult {
+	if len(ts) == 1 {
+		return ts[0]
+	}
+	sorted := slices.Clone(ts)
+	slices.SortStableFunc(sorted, func(a, b TCPResult) int { return cmp.Compare(a.Mbps, b.Mbps) })
+	m := sorted[(len(sorted)-1)/2]
+	m.RoundsMbps = nil
+	for _, t := range ts {
+		m.RoundsMbps = append(m.RoundsMbps, t.Mbps)
+	}
+	return m
 }
 
 // measureUDP runs one timed iperf3 UDP test at an offered rate.

@@ -6,6 +6,7 @@ import (
 	"html"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -93,9 +94,22 @@ func modeTables(m ModeResult) []table {
 			f(s.P50, 3), f(s.P90, 3), f(s.P99, 3), f(s.Mean, 3), f(s.StdDev, 3), f(s.Min, 3), f(s.Max, 3)})
 	}
 	tcp := table{title: name + ": TCP throughput (iperf3)", header: []string{"path", "streams", "Mbit/s", "retransmits", "seconds", "CPU s/GB (machine)", "wgdev CPU s/GB"}}
+	rounds := slices.ContainsFunc(m.TCP, func(t TCPResult) bool { return len(t.RoundsMbps) > 1 })
+	if rounds {
+		tcp.title += ", the median of each path's rounds"
+		tcp.header = append(tcp.header, "Mbit/s of each round")
+	}
 	for _, t := range m.TCP {
-		tcp.rows = append(tcp.rows, []string{t.Path, strconv.Itoa(t.Streams), f(t.Mbps, 1), strconv.Itoa(t.Retransmits), f(t.Seconds, 1),
-			f(t.CPUSecondsPerGB, 2), f(t.WgdevCPUSecondsPerGB, 2)})
+		row := []string{t.Path, strconv.Itoa(t.Streams), f(t.Mbps, 1), strconv.Itoa(t.Retransmits), f(t.Seconds, 1),
+			f(t.CPUSecondsPerGB, 2), f(t.WgdevCPUSecondsPerGB, 2)}
+		if rounds {
+			var each []string
+			for _, r := range t.RoundsMbps {
+				each = append(each, f(r, 0))
+			}
+			row = append(row, strings.Join(each, " / "))
+		}
+		tcp.rows = append(tcp.rows, row)
 	}
 	udp := table{title: name + ": UDP at offered rates (iperf3)", header: []string{"path", "offered Mbit/s", "sent Mbit/s", "received Mbit/s", "loss %", "jitter ms", "CPU s/GB (machine)", "wgdev CPU s/GB"}}
 	for _, u := range m.UDP {

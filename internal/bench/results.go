@@ -52,14 +52,18 @@ type Target struct {
 
 // Settings are the run's parameters.
 type Settings struct {
-	PingCount      int       `json:"ping_count"`
-	PingIntervalMs float64   `json:"ping_interval_ms"`
-	TransferS      float64   `json:"transfer_s"`
-	Streams        []int     `json:"streams"`
-	UDPRatesMbps   []float64 `json:"udp_rates_mbps"`
-	UDPLength      int       `json:"udp_length"`
-	OverheadBytes  int64     `json:"overhead_bytes"`
-	DelaysMs       []float64 `json:"delays_ms"`
+	PingCount      int     `json:"ping_count"`
+	PingIntervalMs float64 `json:"ping_interval_ms"`
+	TransferS      float64 `json:"transfer_s"`
+	Streams        []int   `json:"streams"`
+	// TCPRounds is how many times each TCP transfer runs on every path
+	// in turn; the median of each path's rounds is its result (0 or 1:
+	// once).
+	TCPRounds     int       `json:"tcp_rounds,omitempty"`
+	UDPRatesMbps  []float64 `json:"udp_rates_mbps"`
+	UDPLength     int       `json:"udp_length"`
+	OverheadBytes int64     `json:"overhead_bytes"`
+	DelaysMs      []float64 `json:"delays_ms"`
 }
 
 // PathInfo says where a path runs.
@@ -113,6 +117,10 @@ type TCPResult struct {
 	Mbps        float64 `json:"mbps"`
 	Retransmits int     `json:"retransmits"`
 	Seconds     float64 `json:"seconds"`
+	// RoundsMbps, when the transfer ran in several rounds
+	// (Settings.TCPRounds), holds every round's rate in the order they
+	// ran; the result is the round with the median rate.
+	RoundsMbps []float64 `json:"rounds_mbps,omitempty"`
 	Cost
 }
 

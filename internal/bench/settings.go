@@ -1,12 +1,17 @@
 package bench
 
-// DefaultSettings are a full run's: a few minutes on a lab.
+// DefaultSettings are a full run's: a few minutes on a lab. Each TCP
+// transfer runs three times on every path in turn and counts with its
+// median: single 4-second transfers of the same path moved by ±10 % on
+// the 2-core lab machine, as much as the differences measured
+// (docs/bench.md, session 9).
 func DefaultSettings() Settings {
 	return Settings{
 		PingCount:      200,
 		PingIntervalMs: 10,
 		TransferS:      4,
 		Streams:        []int{1, 4},
+		TCPRounds:      3,
 		UDPRatesMbps:   []float64{100, 500, 1000},
 		UDPLength:      udpLength,
 		OverheadBytes:  200_000_000,
