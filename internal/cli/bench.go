@@ -32,7 +32,8 @@ func newBenchCmd() *cobra.Command {
 		Long: `Bench measures what the overlay costs, side by side in one run:
   - round-trip time: N pings (default 200, 10 ms apart): p50/p90/p99/mean,
     distribution and time series;
-  - TCP throughput with 1 and 4 streams (iperf3);
+  - TCP throughput with 1 and 4 streams (iperf3; in a full run three rounds,
+    every path in turn, each path's median counting);
   - UDP at offered rates of 100, 500 and 1000 Mbit/s, with loss;
   - traffic overhead: bytes on the wire over payload bytes of a fixed-size TCP
     transfer (NetFed's Table 2);
