@@ -101,7 +101,7 @@ scale: deps build
 # bench-dataplane is the data path's benchmark (issue 12, docs/bench.md):
 # BENCH_RUNS full runs on examples/bridged.yaml, routed and bridged, fednet
 # against standalone wireguard-go; results in bench-dataplane-<n>/. About
-# four minutes a run on 2 cores; run it on a quiet machine.
+# five minutes a run on 2 cores; run it on a quiet machine.
 BENCH_RUNS ?= 3
 bench-dataplane: deps build
 	for i in $$(seq $(BENCH_RUNS)); do ./$(BIN) bench --spec examples/bridged.yaml --out bench-dataplane-$$i || exit 1; done

@@ -99,11 +99,11 @@ func measurePaths(ctx context.Context, s Settings, paths []*path, progress func(
 		got := make([][]TCPResult, len(paths))
 		for round := range rounds {
 			for i, p := range paths {
+				of := ""
 				if rounds > 1 {
-					progress("%s: TCP, %d stream(s), %v, round %d of %d", p.info.Name, n, dur, round+1, rounds)
-				} else {
-					progress("%s: TCP, %d stream(s), %v", p.info.Name, n, dur)
+					of = fmt.Sprintf(", round %d of %d", round+1, rounds)
 				}
+				progress("%s: TCP, %d stream(s), %v%s", p.info.Name, n, dur, of)
 				t, err := measureTCP(ctx, p, dur, n)
 				if err != nil {
 					res[i].fail(fmt.Sprintf("tcp %d streams", n), err)
@@ -209,7 +209,6 @@ func medianTCP(ts []TCPResult) TCPResult {
 	sorted := slices.Clone(ts)
 	slices.SortStableFunc(sorted, func(a, b TCPResult) int { return cmp.Compare(a.Mbps, b.Mbps) })
 	m := sorted[(len(sorted)-1)/2]
-	m.RoundsMbps = nil
 	for _, t := range ts {
 		m.RoundsMbps = append(m.RoundsMbps, t.Mbps)
 	}

@@ -84,7 +84,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	case procs == 0:
 		runtime.GOMAXPROCS(DefaultProcs(runtime.GOMAXPROCS(0)))
 	}
-	logf("wgdev %s: %d of %d CPUs run the device's Go code at once (GOMAXPROCS)", name, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	logf("wgdev %s: GOMAXPROCS %d (threads running the device's Go code at once; the machine has %d CPUs)", name, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	if dir := os.Getenv(ProfileEnv); dir != "" {
 		stop, err := cpuprofile.Start(filepath.Join(dir, "wgdev-"+name+"-"+strconv.Itoa(os.Getpid())+".pprof"))
 		if err != nil {
