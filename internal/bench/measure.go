@@ -99,11 +99,7 @@ func measurePaths(ctx context.Context, s Settings, paths []*path, progress func(
 		got := make([][]TCPResult, len(paths))
 		for round := range rounds {
 			for i, p := range paths {
-				of := ""
-				if rounds > 1 {
-					of = fmt.Sprintf(", round %d of %d", round+1, rounds)
-				}
-				progress("%s: TCP, %d stream(s), %v%s", p.info.Name, n, dur, of)
+				progress("%s: TCP, %d stream(s), %v%s", p.info.Name, n, dur, roundOf(round, rounds))
 				t, err := measureTCP(ctx, p, dur, n)
 				if err != nil {
 					res[i].fail(fmt.Sprintf("tcp %d streams", n), err)
@@ -140,18 +136,31 @@ func measurePaths(ctx context.Context, s Settings, paths []*path, progress func(
 			r.overhead = &o
 		}
 	})
-	each(func(p *path, r *pathResult) {
-		progress("%s: latency under load (ping during a bulk TCP transfer)", p.info.Name)
-		var idle Summary
-		if r.rtt != nil {
-			idle = r.rtt.Ms
+	// Latency under load in rounds like TCP's: a p99 of one transfer's
+	// few hundred pings is its third-highest sample, as noisy as a single
+	// transfer's rate.
+	loaded := make([][]LoadedResult, len(paths))
+	for round := range rounds {
+		for i, p := range paths {
+			progress("%s: latency under load (ping during a bulk TCP transfer)%s", p.info.Name, roundOf(round, rounds))
+			var idle Summary
+			if res[i].rtt != nil {
+				idle = res[i].rtt.Ms
+			}
+			l, err := measureLoaded(ctx, p, dur, interval, idle)
+			if err != nil {
+				res[i].fail("latency under load", err)
+				continue
+			}
+			loaded[i] = append(loaded[i], l)
 		}
-		if l, err := measureLoaded(ctx, p, dur, interval, idle); err != nil {
-			r.fail("latency under load", err)
-		} else {
-			r.loaded = &l
+	}
+	for i := range paths {
+		if len(loaded[i]) > 0 {
+			l := poolLoaded(loaded[i])
+			res[i].loaded = &l
 		}
-	})
+	}
 	// Last: a peak over everything measured (paths that share processes,
 	// routed and bridged, show the same peak).
 	each(func(p *path, r *pathResult) {
@@ -165,6 +174,15 @@ func measurePaths(ctx context.Context, s Settings, paths []*path, progress func(
 		}
 	})
 	return res
+}
+
+// roundOf says which round of how many a measurement is, for progress
+// lines: nothing when there is one.
+func roundOf(round, rounds int) string {
+	if rounds < 2 {
+		return ""
+	}
+	return fmt.Sprintf(", round %d of %d", round+1, rounds)
 }
 
 // measureRTT pings the path's target.
@@ -395,5 +413,31 @@ func measureLoaded(ctx context.Context, p *path, d time.Duration, interval time.
 	}
 	samples := millis(res.RTTs)
 	return LoadedResult{Path: p.info.Name, IdleMs: idle, LoadedMs: Summarize(samples), LoadMbps: round(bulk.Mbps, 1),
-		LossPct: round(100*res.Loss(), 2), SamplesMs: samples}, nil
+		LossPct: round(100*res.Loss(), 2), SamplesMs: samples, sent: res.Sent, received: res.Received}, nil
+}
+
+// poolLoaded returns the latency under load of a path's rounds ls (in the
+// order they ran) as one: every round's pings summed up together, loss
+// over all pings sent, the median round's load and each round's p99; one
+// round is the result as it is.
+func poolLoaded(ls []LoadedResult) LoadedResult {
+	if len(ls) == 1 {
+		return ls[0]
+	}
+	m := LoadedResult{Path: ls[0].Path, IdleMs: ls[0].IdleMs}
+	var loads []float64
+	for _, l := range ls {
+		m.SamplesMs = append(m.SamplesMs, l.SamplesMs...)
+		m.sent += l.sent
+		m.received += l.received
+		loads = append(loads, l.LoadMbps)
+		m.RoundsP99Ms = append(m.RoundsP99Ms, l.LoadedMs.P99)
+	}
+	m.LoadedMs = Summarize(m.SamplesMs)
+	if m.sent > 0 {
+		m.LossPct = round(100*float64(m.sent-m.received)/float64(m.sent), 2)
+	}
+	slices.Sort(loads)
+	m.LoadMbps = loads[(len(loads)-1)/2]
+	return m
 }

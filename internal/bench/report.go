@@ -121,8 +121,21 @@ func modeTables(m ModeResult) []table {
 		ov.rows = append(ov.rows, []string{o.Path, strconv.FormatInt(o.PayloadBytes, 10), strconv.FormatInt(o.WireBytes, 10), strconv.FormatInt(o.WirePackets, 10), f(o.Ratio, 4), o.Counted})
 	}
 	ld := table{title: name + ": latency under load (ms; ping during a bulk TCP transfer)", header: []string{"path", "idle p50", "loaded p50", "loaded p90", "loaded p99", "loaded mean", "loss %", "load Mbit/s"}}
+	loadedRounds := slices.ContainsFunc(m.Loaded, func(l LoadedResult) bool { return len(l.RoundsP99Ms) > 1 })
+	if loadedRounds {
+		ld.title += ", every round's pings together"
+		ld.header = append(ld.header, "p99 of each round")
+	}
 	for _, l := range m.Loaded {
-		ld.rows = append(ld.rows, []string{l.Path, f(l.IdleMs.P50, 3), f(l.LoadedMs.P50, 3), f(l.LoadedMs.P90, 3), f(l.LoadedMs.P99, 3), f(l.LoadedMs.Mean, 3), strconv.FormatFloat(l.LossPct, 'f', 1, 64), f(l.LoadMbps, 1)})
+		row := []string{l.Path, f(l.IdleMs.P50, 3), f(l.LoadedMs.P50, 3), f(l.LoadedMs.P90, 3), f(l.LoadedMs.P99, 3), f(l.LoadedMs.Mean, 3), strconv.FormatFloat(l.LossPct, 'f', 1, 64), f(l.LoadMbps, 1)}
+		if loadedRounds {
+			var each []string
+			for _, r := range l.RoundsP99Ms {
+				each = append(each, f(r, 1))
+			}
+			row = append(row, strings.Join(each, " / "))
+		}
+		ld.rows = append(ld.rows, row)
 	}
 	ts = append(ts, rtt, tcp, udp, ov, ld)
 	if len(m.Memory) > 0 {

@@ -58,7 +58,8 @@ type Settings struct {
 	Streams        []int   `json:"streams"`
 	// TCPRounds is how many times each TCP transfer runs on every path
 	// in turn; the median of each path's rounds is its result (0 or 1:
-	// once).
+	// once). The latency under load runs as many rounds, its pings
+	// pooled.
 	TCPRounds     int       `json:"tcp_rounds,omitempty"`
 	UDPRatesMbps  []float64 `json:"udp_rates_mbps"`
 	UDPLength     int       `json:"udp_length"`
@@ -169,14 +170,21 @@ type OverheadResult struct {
 }
 
 // LoadedResult is the round-trip time during a bulk TCP transfer on the
-// same path (NetFed's Table 3), beside the idle figures.
+// same path (NetFed's Table 3), beside the idle figures. Over several
+// rounds (Settings.TCPRounds), LoadedMs, LossPct and SamplesMs are of
+// every round's pings together, LoadMbps the rounds' median rate, and
+// RoundsP99Ms each round's own p99 in the order they ran.
 type LoadedResult struct {
-	Path      string    `json:"path"`
-	IdleMs    Summary   `json:"idle_ms"`
-	LoadedMs  Summary   `json:"loaded_ms"`
-	LoadMbps  float64   `json:"load_mbps"`
-	LossPct   float64   `json:"loss_percent"`
-	SamplesMs []float64 `json:"samples_ms"`
+	Path        string    `json:"path"`
+	IdleMs      Summary   `json:"idle_ms"`
+	LoadedMs    Summary   `json:"loaded_ms"`
+	LoadMbps    float64   `json:"load_mbps"`
+	LossPct     float64   `json:"loss_percent"`
+	SamplesMs   []float64 `json:"samples_ms"`
+	RoundsP99Ms []float64 `json:"rounds_p99_ms,omitempty"`
+
+	// sent and received count the pings (for pooling rounds).
+	sent, received int
 }
 
 // DelayResult is TCP throughput at one added round-trip delay (seed 002),

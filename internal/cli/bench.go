@@ -37,7 +37,8 @@ func newBenchCmd() *cobra.Command {
   - UDP at offered rates of 100, 500 and 1000 Mbit/s, with loss;
   - traffic overhead: bytes on the wire over payload bytes of a fixed-size TCP
     transfer (NetFed's Table 2);
-  - latency under load: pings during a bulk transfer (NetFed's Table 3);
+  - latency under load: pings during a bulk transfer (NetFed's Table 3; in a
+    full run three rounds too, every round's pings together);
   - TCP throughput against added path delay 0 to 200 ms (when the lab can
     delay a link).
 Each on three paths: the overlay (host to host across two sites through the
