@@ -152,6 +152,39 @@ func TestLab(t *testing.T) {
 		}
 	})
 
+	// Echo, this process's own pinger, against the kernel: every request
+	// answered with a round trip like ping's; to a host the sites do not
+	// route to, every request sent and none answered, without an error.
+	t.Run("Echo", func(t *testing.T) {
+		h := l.Hosts("aws-eu")[0]
+		gw := l.SiteGateways("aws-eu")[0]
+		const n = 20
+		start := time.Now()
+		r, err := Echo(ctx, h, gw.LAN.Addr(), n, 10*time.Millisecond)
+		took := time.Since(start)
+		if err != nil || r.Sent != n || r.Received != n || len(r.RTTs) != n {
+			t.Fatalf("%s -> %s: %v, %v; want %d sent and answered", h, gw.LAN.Addr(), r, err, n)
+		}
+		for _, d := range r.RTTs {
+			if d <= 0 || d >= ProbeTimeout {
+				t.Errorf("round trip %v, want within (0, %v)", d, ProbeTimeout)
+			}
+		}
+		if r.Min > r.Avg || r.Avg > r.Max || r.Min <= 0 {
+			t.Errorf("min/avg/max %v/%v/%v out of order", r.Min, r.Avg, r.Max)
+		}
+		// 19 intervals apart: at least 190 ms; the replies all came, so
+		// no waiting for late ones.
+		if took < 19*10*time.Millisecond || took > ProbeTimeout+5*time.Second {
+			t.Errorf("%d requests 10 ms apart took %v", n, took)
+		}
+		other := l.Hosts("azure-we")[0]
+		r, err = Echo(ctx, h, other.LAN.Addr(), 2, 20*time.Millisecond)
+		if err != nil || r.Sent != 2 || r.Received != 0 || len(r.RTTs) != 0 {
+			t.Errorf("%s -> %s (no route back): %v, %v; want 2 sent, none answered", h, other, r, err)
+		}
+	})
+
 	t.Run("GatewaysReachEachOther", func(t *testing.T) {
 		for _, a := range l.Gateways() {
 			for _, b := range l.Gateways() {
