@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/fednet/fednet/internal/rxstamp"
 )
 
 // maxKept bounds the streams a Responder remembers; older ones are
@@ -58,7 +60,7 @@ func listen(at netip.AddrPort) (*net.UDPConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("available-bandwidth responder on %s: %w", at, err)
 	}
-	if err := enableTimestamps(conn); err != nil {
+	if err := rxstamp.Enable(conn); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -81,7 +83,10 @@ func (r *Responder) Serve(ctx context.Context, conn *net.UDPConn) error {
 			}
 			return fmt.Errorf("available-bandwidth responder: %w", err)
 		}
-		at := rxTime(oob[:oobn])
+		at, ok := rxstamp.Time(oob[:oobn])
+		if !ok {
+			at = time.Now()
+		}
 		r.handle(conn, buf[:n], from, at)
 	}
 }

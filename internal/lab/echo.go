@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fednet/fednet/internal/rxstamp"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -56,7 +57,7 @@ func Echo(ctx context.Context, from *Node, to netip.Addr, count int, interval ti
 	}); err != nil {
 		return PingResult{}, fmt.Errorf("echo %s from %s: raw ICMP socket: %w", to, from, err)
 	}
-	stamped := rxTimestamps(c) == nil
+	stamped := rxstamp.Enable(c) == nil
 	e := &echo{to: to, id: uint16(randUint64()), cookie: randUint64(), sent: make([]time.Time, 0, count), got: make([]bool, count)}
 	done := make(chan struct{})
 	go func() {
@@ -162,7 +163,7 @@ func (e *echo) request(buf []byte, seq int) ([]byte, error) {
 // read records the replies arriving on c until it is closed.
 func (e *echo) read(c *net.IPConn, stamped bool) {
 	buf := make([]byte, 1500)
-	oob := make([]byte, 128)
+	oob := make([]byte, rxstamp.OOBSize)
 	for failed := 0; failed < 1000; {
 		n, oobn, _, from, err := c.ReadMsgIP(buf, oob)
 		if errors.Is(err, net.ErrClosed) {
@@ -178,7 +179,7 @@ func (e *echo) read(c *net.IPConn, stamped bool) {
 		failed = 0
 		now := time.Now()
 		if stamped {
-			if t, ok := rxTime(oob[:oobn]); ok {
+			if t, ok := rxstamp.Time(oob[:oobn]); ok {
 				now = t
 			}
 		}
