@@ -33,7 +33,8 @@ const echoDataLen = 56
 // its clock tick (10 ms) it spins on sched_yield whenever no reply is
 // outstanding, which on a loaded two-CPU lab took a fifth of a CPU from
 // the very path it measured (and on fednet's path cut a bulk transfer's
-// rate by a fifth). Echo sleeps between requests. It needs root (raw
+// rate by a quarter: docs/bench.md, session 10). Echo sleeps between
+// requests. It needs root (raw
 // sockets). Lost requests are not an error (see Loss); an error means
 // none could be sent. ctx bounds the run, which never lasts longer than
 // count*interval plus ProbeTimeout.
