@@ -233,3 +233,32 @@ func TestReferenceName(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadedRoundsColumn: results.md shows each round's p99 of the latency
+// under load when it ran in rounds, and no such column when it ran once.
+func TestLoadedRoundsColumn(t *testing.T) {
+	for _, rounds := range []bool{false, true} {
+		r := fakeResults()
+		if rounds {
+			for i := range r.Modes {
+				for j := range r.Modes[i].Loaded {
+					r.Modes[i].Loaded[j].RoundsP99Ms = []float64{12.34, 5.67, 8.9}
+				}
+			}
+		}
+		dir := t.TempDir()
+		if err := Write(dir, r); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, MDFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := string(b)
+		has := strings.Contains(md, "| p99 of each round |") && strings.Contains(md, "| 12.3 / 5.7 / 8.9 |") &&
+			strings.Contains(md, "latency under load (ms; ping during a bulk TCP transfer), every round's pings together")
+		if has != rounds {
+			t.Errorf("rounds %v: results.md shows the rounds' p99: %v\n%s", rounds, has, md)
+		}
+	}
+}

@@ -24,23 +24,23 @@ import (
 const echoDataLen = 56
 
 // Echo pings like Ping, from this process instead of iputils ping: count
-// ICMP echo requests, interval apart, from a raw socket opened in node
-// from's namespace to address to, each reply timed by the kernel's
-// receive time stamp (SO_TIMESTAMPNS) where it gives one. A reply later
-// than ProbeTimeout after its request counts as lost, as with ping -W 1.
+// ICMP echo requests (at most 65536), interval apart, from a raw socket
+// opened in node from's namespace to address to, each reply timed by the
+// kernel's receive time stamp (SO_TIMESTAMPNS) where it gives one. A reply
+// later than ProbeTimeout after its request counts as lost, as with ping
+// -W 1.
 //
 // It exists because iputils ping busy-waits: with an interval at or below
 // its clock tick (10 ms) it spins on sched_yield whenever no reply is
 // outstanding, which on a loaded two-CPU lab took a fifth of a CPU from
 // the very path it measured (and on fednet's path cut a bulk transfer's
 // rate by a quarter: docs/bench.md, session 10). Echo sleeps between
-// requests. It needs root (raw
-// sockets). Lost requests are not an error (see Loss); an error means
-// none could be sent. ctx bounds the run, which never lasts longer than
-// count*interval plus ProbeTimeout.
+// requests. It needs root (raw sockets). Lost requests are not an error
+// (see Loss); an error means none could be sent. ctx bounds the run,
+// which never lasts longer than count*interval plus ProbeTimeout.
 func Echo(ctx context.Context, from *Node, to netip.Addr, count int, interval time.Duration) (PingResult, error) {
-	if count < 1 {
-		return PingResult{}, fmt.Errorf("echo: count %d: send at least 1", count)
+	if count < 1 || count > 1<<16 {
+		return PingResult{}, fmt.Errorf("echo: count %d: send 1 to %d requests (16-bit sequence numbers)", count, 1<<16)
 	}
 	if interval <= 0 {
 		interval = time.Second
@@ -78,7 +78,7 @@ func Echo(ctx context.Context, from *Node, to netip.Addr, count int, interval ti
 	c.Close()
 	<-done
 	r := e.result()
-	if r.Sent == 0 {
+	if e.noneSent() {
 		return r, fmt.Errorf("echo %s from %s: %w", to, from, sendErr)
 	}
 	return r, nil
@@ -90,13 +90,22 @@ type echo struct {
 	id     uint16
 	cookie uint64
 
+	// Guarded by mu:
 	mu      sync.Mutex
-	sent    []time.Time // when each request left; guarded by mu
-	failed  int         // requests whose send failed; guarded by mu
-	got     []bool      // answered, by sequence number; guarded by mu
-	rtts    []time.Duration
-	waiting chan struct{} // closed when every request sent has a reply
-	total   int           // requests to send
+	sent    []time.Time     // when each request was sent (or tried)
+	failed  int             // requests whose send failed
+	got     []bool          // answered, by sequence number
+	rtts    []time.Duration // round trips, in the order the replies came
+	waiting chan struct{}   // closed when every request sent has a reply
+	total   int             // requests to send
+}
+
+// noneSent reports whether no request left: none was tried, or every
+// send failed.
+func (e *echo) noneSent() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.sent) == e.failed
 }
 
 // send sends count requests interval apart (fewer if ctx ends) and

@@ -154,7 +154,8 @@ func TestLab(t *testing.T) {
 
 	// Echo, this process's own pinger, against the kernel: every request
 	// answered with a round trip like ping's; to a host the sites do not
-	// route to, every request sent and none answered, without an error.
+	// route to, every request sent and none answered, without an error; to
+	// an address with no route, an error.
 	t.Run("Echo", func(t *testing.T) {
 		h := l.Hosts("aws-eu")[0]
 		gw := l.SiteGateways("aws-eu")[0]
@@ -182,6 +183,10 @@ func TestLab(t *testing.T) {
 		r, err = Echo(ctx, h, other.LAN.Addr(), 2, 20*time.Millisecond)
 		if err != nil || r.Sent != 2 || r.Received != 0 || len(r.RTTs) != 0 {
 			t.Errorf("%s -> %s (no route back): %v, %v; want 2 sent, none answered", h, other, r, err)
+		}
+		// No route there at all: no request leaves, which is an error.
+		if r, err := Echo(ctx, h, gw.Public.Addr(), 2, 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), "unreachable") || r.Received != 0 {
+			t.Errorf("%s -> %s (no route): %v, %v; want a 'network is unreachable' error", h, gw.Public.Addr(), r, err)
 		}
 	})
 
