@@ -78,6 +78,16 @@ func ratioTable(title string, x Ratios) table {
 	}}
 }
 
+// joinRounds renders each round's figure, in the order they ran, with
+// prec decimals: "1520 / 1834 / 1514".
+func joinRounds(vs []float64, prec int) string {
+	each := make([]string, len(vs))
+	for i, v := range vs {
+		each[i] = f(v, prec)
+	}
+	return strings.Join(each, " / ")
+}
+
 // modeTables returns a mode's tables in reading order.
 func modeTables(m ModeResult) []table {
 	name := modeTitle(m)
@@ -103,11 +113,7 @@ func modeTables(m ModeResult) []table {
 		row := []string{t.Path, strconv.Itoa(t.Streams), f(t.Mbps, 1), strconv.Itoa(t.Retransmits), f(t.Seconds, 1),
 			f(t.CPUSecondsPerGB, 2), f(t.WgdevCPUSecondsPerGB, 2)}
 		if rounds {
-			var each []string
-			for _, r := range t.RoundsMbps {
-				each = append(each, f(r, 0))
-			}
-			row = append(row, strings.Join(each, " / "))
+			row = append(row, joinRounds(t.RoundsMbps, 0))
 		}
 		tcp.rows = append(tcp.rows, row)
 	}
@@ -129,11 +135,7 @@ func modeTables(m ModeResult) []table {
 	for _, l := range m.Loaded {
 		row := []string{l.Path, f(l.IdleMs.P50, 3), f(l.LoadedMs.P50, 3), f(l.LoadedMs.P90, 3), f(l.LoadedMs.P99, 3), f(l.LoadedMs.Mean, 3), strconv.FormatFloat(l.LossPct, 'f', 1, 64), f(l.LoadMbps, 1)}
 		if loadedRounds {
-			var each []string
-			for _, r := range l.RoundsP99Ms {
-				each = append(each, f(r, 1))
-			}
-			row = append(row, strings.Join(each, " / "))
+			row = append(row, joinRounds(l.RoundsP99Ms, 1))
 		}
 		ld.rows = append(ld.rows, row)
 	}

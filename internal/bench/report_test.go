@@ -234,15 +234,19 @@ func TestReferenceName(t *testing.T) {
 	}
 }
 
-// TestLoadedRoundsColumn: results.md shows each round's p99 of the latency
-// under load when it ran in rounds, and no such column when it ran once.
-func TestLoadedRoundsColumn(t *testing.T) {
+// TestRoundsColumns: results.md shows each round's TCP rate and each
+// round's p99 of the latency under load when they ran in rounds, and no
+// such columns when they ran once.
+func TestRoundsColumns(t *testing.T) {
 	for _, rounds := range []bool{false, true} {
 		r := fakeResults()
 		if rounds {
 			for i := range r.Modes {
 				for j := range r.Modes[i].Loaded {
 					r.Modes[i].Loaded[j].RoundsP99Ms = []float64{12.34, 5.67, 8.9}
+				}
+				for j := range r.Modes[i].TCP {
+					r.Modes[i].TCP[j].RoundsMbps = []float64{1520.4, 1834, 1513.6}
 				}
 			}
 		}
@@ -255,10 +259,12 @@ func TestLoadedRoundsColumn(t *testing.T) {
 			t.Fatal(err)
 		}
 		md := string(b)
-		has := strings.Contains(md, "| p99 of each round |") && strings.Contains(md, "| 12.3 / 5.7 / 8.9 |") &&
+		loaded := strings.Contains(md, "| p99 of each round |") && strings.Contains(md, "| 12.3 / 5.7 / 8.9 |") &&
 			strings.Contains(md, "latency under load (ms; ping during a bulk TCP transfer), every round's pings together")
-		if has != rounds {
-			t.Errorf("rounds %v: results.md shows the rounds' p99: %v\n%s", rounds, has, md)
+		tcp := strings.Contains(md, "| Mbit/s of each round |") && strings.Contains(md, "| 1520 / 1834 / 1514 |") &&
+			strings.Contains(md, "TCP throughput (iperf3), the median of each path's rounds")
+		if loaded != rounds || tcp != rounds {
+			t.Errorf("rounds %v: results.md shows the rounds' p99: %v, the rounds' TCP rates: %v\n%s", rounds, loaded, tcp, md)
 		}
 	}
 }

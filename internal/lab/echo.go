@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -89,6 +88,7 @@ type echo struct {
 	to     netip.Addr
 	id     uint16
 	cookie uint64
+	data   []byte // a request's data: the cookie, zeros to echoDataLen (built by request)
 
 	// Guarded by mu:
 	mu      sync.Mutex
@@ -159,13 +159,15 @@ func (e *echo) stopAt(n int) {
 // request builds echo request seq: ID, sequence number, the run's cookie
 // and padding.
 func (e *echo) request(buf []byte, seq int) ([]byte, error) {
-	data := make([]byte, echoDataLen)
-	binary.BigEndian.PutUint64(data, e.cookie)
+	if e.data == nil {
+		e.data = binary.BigEndian.AppendUint64(make([]byte, 0, echoDataLen), e.cookie)
+		e.data = e.data[:echoDataLen]
+	}
 	var typ icmp.Type = ipv4.ICMPTypeEcho
 	if e.to.Is6() {
 		typ = ipv6.ICMPTypeEchoRequest
 	}
-	m := icmp.Message{Type: typ, Body: &icmp.Echo{ID: int(e.id), Seq: seq, Data: data}}
+	m := icmp.Message{Type: typ, Body: &icmp.Echo{ID: int(e.id), Seq: seq, Data: e.data}}
 	// The kernel fills in an ICMPv6 checksum; Marshal computes ICMP's.
 	return m.Marshal(buf)
 }
@@ -223,7 +225,7 @@ func (e *echo) reply(p []byte) (seq int, ok bool) {
 		return 0, false
 	}
 	echo, ok := m.Body.(*icmp.Echo)
-	if !ok || echo.ID != int(e.id) || len(echo.Data) < 8 || !bytes.Equal(echo.Data[:8], binary.BigEndian.AppendUint64(nil, e.cookie)) {
+	if !ok || echo.ID != int(e.id) || len(echo.Data) < 8 || binary.BigEndian.Uint64(echo.Data) != e.cookie {
 		return 0, false
 	}
 	return echo.Seq, true
